@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package exdyna needs. Idempotent and non-interactive; run as root
+# (or with sudo available) on Debian 12.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build git clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
+  libtorch-dev libgloo-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  dataset-fashion-mnist gnuplot-nox
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+// Subcommands of the `exdyna` tool. Each add_*_command registers its options on `app` and, when
+// its subcommand is chosen, stores the action to run in `action` (called after parsing; its
+// return value is the process exit code).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace exdyna::apps {
+
+using Action = std::function<int()>;
+
+void add_simulate_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
+#ifdef EXDYNA_HAVE_TORCH
+void add_train_command(CLI::App& app, Action& action);
+#endif
+
+}  // namespace exdyna::apps

@@ -1,0 +1,97 @@
+// The Communicator interface: exactly the collectives the sparsifiers need, with byte counters and
+// a timeout on every blocking call. Engines (in-process group, MPI, Gloo) implement the protected
+// do_* hooks; the public wrappers validate arguments and count bytes identically for every engine.
+//
+// Collectives must be called in the same order on every rank.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exdyna/core/error.hpp"
+#include "exdyna/core/step_stats.hpp"
+
+namespace exdyna::comm {
+
+// How variable-length lists are all-gathered.
+enum class GatherMode {
+  kPadded,  // every rank sends max_r count_r elements (the paper's padded all-gather)
+  kExact,   // every rank sends exactly its own count (MPI_Allgatherv); no padding
+};
+const char* to_string(GatherMode m);
+GatherMode parse_gather_mode(std::string_view s);  // "padded" | "exact"
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string_view engine() const = 0;  // "local", "mpi", "gloo"
+
+  // All-gather of a fixed number of int64 per rank: out[r * mine.size() + j] = mine_r[j].
+  void allgather_counts(std::span<const std::int64_t> mine, std::span<std::int64_t> out);
+
+  // All-gather of variable-length lists. counts[r] is the number of elements rank r contributes
+  // (every rank already knows them, from allgather_counts); mine.size() must equal counts[rank()].
+  // out receives the lists concatenated in rank order, without padding, in both modes.
+  template <typename T>
+  void allgather_list(std::span<const T> mine, std::span<const std::int64_t> counts, GatherMode mode,
+                      std::vector<T>& out);
+
+  // In-place sum over ranks.
+  void allreduce_sum(std::span<float> data);
+  void allreduce_sum(std::span<double> data);
+
+  // Copies root's buffer into every rank's buffer.
+  void broadcast(std::span<std::byte> data, int root);
+  template <typename T>
+  void broadcast_values(std::span<T> data, int root) {
+    broadcast(std::as_writable_bytes(data), root);
+  }
+
+  void barrier();
+
+  // Logical payload of collectives since construction or reset_bytes() (see core::ByteCounts).
+  const core::ByteCounts& bytes() const { return bytes_; }
+  void reset_bytes() { bytes_ = {}; }
+
+  // Every blocking call throws TimeoutError after this long. Default 300 s.
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ protected:
+  // out has room for sum(counts) * elem_size bytes. In padded mode the engine must move
+  // max(counts) * elem_size bytes per rank and strip the padding when writing out.
+  virtual void do_allgatherv(const void* mine, std::size_t elem_size,
+                             std::span<const std::int64_t> counts, GatherMode mode, void* out) = 0;
+  virtual void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) = 0;
+  virtual void do_allreduce_f32(std::span<float> data) = 0;
+  virtual void do_allreduce_f64(std::span<double> data) = 0;
+  virtual void do_broadcast(std::span<std::byte> data, int root) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts, GatherMode mode,
+                        std::size_t mine);
+  core::ByteCounts bytes_;
+  std::chrono::milliseconds timeout_{300'000};
+};
+
+template <typename T>
+void Communicator::allgather_list(std::span<const T> mine, std::span<const std::int64_t> counts,
+                                  GatherMode mode, std::vector<T>& out) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  count_allgatherv(sizeof(T), counts, mode, mine.size());
+  std::int64_t total = 0;
+  for (auto c : counts) total += c;
+  out.resize(static_cast<std::size_t>(total));
+  do_allgatherv(mine.data(), sizeof(T), counts, mode, out.data());
+}
+
+}  // namespace exdyna::comm

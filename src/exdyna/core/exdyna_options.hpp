@@ -1,0 +1,45 @@
+// Options of the ExDyna algorithm (paper Algorithms 1-5). Defaults are the authors' choices listed
+// in DESIGN.md ("Where the paper is silent"). Validated at construction of the sparsifier.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace exdyna::core {
+
+// How the next threshold is chosen.
+enum class Controller {
+  kPaper,      // Alg. 5: multiply by 1 + gamma, 1 + gamma/4 or 1 - gamma
+  kHistogram,  // issue 5: ladder of counts gathered with k_i, interpolate the threshold giving k
+};
+// How partitions are re-balanced between iterations.
+enum class Balance {
+  kPaper,  // Alg. 3: move blk_move blocks between unbalanced neighbours
+  kExact,  // issue 5: equal shares of the previous iteration's selections per partition
+};
+const char* to_string(Controller c);
+const char* to_string(Balance b);
+Controller parse_controller(std::string_view s);
+Balance parse_balance(std::string_view s);
+
+struct ExDynaOptions {
+  std::int64_t n_blocks = 1024;   // n_b
+  double min_blk = -1;            // < 0: n_b / (4 n) as a real number
+  std::int64_t blk_move = 1;
+  double alpha = 1.05;            // Alg. 3 imbalance band
+  double beta = 1.1;              // Alg. 5 density band
+  double gamma = 0.005;           // Alg. 5 step
+  double initial_threshold = -1;  // < 0: 1 / (2 sqrt(k))
+  Controller controller = Controller::kPaper;
+  Balance balance = Balance::kPaper;
+  int ladder_rungs = 33;          // histogram controller: rungs of the ladder
+  double ladder_span = 16;        // histogram controller: ladder spans [thr/span, thr*span]
+
+  // Throws InvalidArgument naming the option, its value and the allowed range.
+  void validate(int world_size) const;
+  // A canonical text of every option, for the startup fingerprint.
+  std::string fingerprint() const;
+};
+
+}  // namespace exdyna::core

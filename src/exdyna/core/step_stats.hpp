@@ -1,0 +1,91 @@
+// Per-step statistics every sparsifier reports (the measurements of the paper).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace exdyna::core {
+
+// Logical payload of each collective as seen by one rank, in bytes: for an all-gather the size of
+// the gathered buffer (with padding in padded mode), for an all-reduce or broadcast the buffer
+// size. With this accounting, padded index bytes / exact index bytes = f(t) (paper Eq. 5).
+struct ByteCounts {
+  std::uint64_t allgather_counts = 0;   // all-gather of per-rank counts (and anything riding along)
+  std::uint64_t allgather_indices = 0;  // all-gather of index lists (padded or exact)
+  std::uint64_t allreduce = 0;          // all-reduce of values
+  std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
+  std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
+  std::uint64_t total() const { return allgather_counts + allgather_indices + allreduce + broadcast; }
+  ByteCounts& operator+=(const ByteCounts& o) {
+    allgather_counts += o.allgather_counts;
+    allgather_indices += o.allgather_indices;
+    allreduce += o.allreduce;
+    broadcast += o.broadcast;
+    padded_elements += o.padded_elements;
+    return *this;
+  }
+  friend ByteCounts operator-(ByteCounts a, const ByteCounts& b) {
+    a.allgather_counts -= b.allgather_counts;
+    a.allgather_indices -= b.allgather_indices;
+    a.allreduce -= b.allreduce;
+    a.broadcast -= b.broadcast;
+    a.padded_elements -= b.padded_elements;
+    return a;
+  }
+};
+
+// Wall-clock seconds of each phase of one step.
+struct PhaseTimes {
+  double accumulate = 0;  // error feedback: acc = residual + grad
+  double select = 0;      // choosing indices (threshold scan, top-k, estimate)
+  double allgather = 0;   // counts + indices
+  double allreduce = 0;   // values (or the dense vector)
+  double broadcast = 0;   // CLT-k
+  double update = 0;      // scatter of the averaged update, residual zeroing
+  double other = 0;       // partition allocation, threshold scaling, bookkeeping
+  double non_comm() const { return accumulate + select + update + other; }
+};
+
+struct StepStats {
+  std::int64_t iteration = 0;
+  int world_size = 1;
+  std::int64_t n_g = 0;
+  std::int64_t k_target = 0;  // k = floor(d * n_g)
+  double target_density = 0;
+  // Threshold used in this iteration (NaN for sparsifiers without one).
+  double threshold = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::int64_t> k_per_worker;  // k_i: count worker i sent
+  std::int64_t k_total = 0;                // k' = sum k_i
+  std::int64_t k_unique = 0;               // distinct indices after the union
+  double density = 0;                      // actual density d' = k' / n_g
+  double density_error = 0;                // Eq. 6: |k - k'| / n_g
+  double f_t = 1;                          // Eq. 5: n * max k_i / k'
+  std::int64_t padded_elements = 0;        // n * max k_i - k' (padded mode)
+  double global_error = std::numeric_limits<double>::quiet_NaN();  // Eq. 1, of e_{i,t}
+  // Partition bookkeeping (ExDyna); empty for sparsifiers without partitions.
+  std::vector<int> alloc_per_worker;                 // partition worker i selected from
+  std::vector<std::int64_t> blocks_per_partition;    // blocks in partition j this iteration
+  ByteCounts bytes;
+  PhaseTimes times;
+
+  // Fills k_total, density, density_error, f_t and padded_elements from k_per_worker.
+  void finish_counts();
+};
+
+inline void StepStats::finish_counts() {
+  k_total = 0;
+  std::int64_t m = 0;
+  for (auto k : k_per_worker) {
+    k_total += k;
+    m = k > m ? k : m;
+  }
+  const double ng = static_cast<double>(n_g > 0 ? n_g : 1);
+  density = static_cast<double>(k_total) / ng;
+  density_error = static_cast<double>(k_target > k_total ? k_target - k_total : k_total - k_target) / ng;
+  const auto n = static_cast<std::int64_t>(k_per_worker.size());
+  f_t = k_total > 0 ? static_cast<double>(n * m) / static_cast<double>(k_total) : 1.0;
+  padded_elements = n * m - k_total;
+}
+
+}  // namespace exdyna::core

@@ -1,0 +1,33 @@
+// Typed configuration shared by every sparsifier, validated once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "exdyna/comm/communicator.hpp"
+#include "exdyna/core/exdyna_options.hpp"
+
+namespace exdyna::sparsifiers {
+
+struct SidcoOptions {
+  int stages = 3;  // number of fitting stages of the multi-stage estimate
+};
+
+struct SparsifierConfig {
+  double density = 0.01;  // d in (0, 1]
+  std::int64_t n_g = 0;   // gradient length
+  int world_size = 1;
+  int rank = 0;
+  comm::GatherMode gather_mode = comm::GatherMode::kPadded;
+  core::ExDynaOptions exdyna;
+  double hard_threshold = -1;  // < 0: 1 / (2 sqrt(k))
+  SidcoOptions sidco;
+
+  // k = floor(d * n_g).
+  std::int64_t k() const;
+  // Throws InvalidArgument naming the field, the value and what was expected.
+  void validate() const;
+  std::string fingerprint() const;
+};
+
+}  // namespace exdyna::sparsifiers

@@ -1,0 +1,57 @@
+// Error feedback (Seide et al. 2014; paper Sec. 2 and Alg. 1), wrapped around any sparsifier:
+//   acc = residual + grad                 (fused, in place in the residual buffer)
+//   sparsifier selects and exchanges      (indices gathered, SUM of acc at them)
+//   grad <- mean update (0 off the set)   (identical on every rank)
+//   residual = acc with gathered indices zeroed, in place
+// Invariant: after a step, residual + sent part = acc element by element, where the sent part is
+// acc at the gathered indices and 0 elsewhere.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "exdyna/sparsifiers/sparsifier.hpp"
+
+namespace exdyna::sparsifiers {
+
+struct ErrorFeedbackOptions {
+  // Eq. 1 global error, the mean over workers of ||e_{i,t}||: one extra all-reduce of one double.
+  bool measure_global_error = true;
+};
+
+class ErrorFeedback {
+ public:
+  ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g, ErrorFeedbackOptions opt = {});
+
+  // grad (size n_g) is this worker's raw gradient on entry and the averaged sparse update on
+  // exit. Throws DataError naming the first non-finite element if grad holds NaN or Inf (checked
+  // in the accumulate pass, before anything is exchanged).
+  core::StepStats step(std::span<float> grad, comm::Communicator& comm);
+
+  std::span<const float> residual() const { return residual_; }
+  std::span<float> mutable_residual() { return residual_; }
+  Sparsifier& sparsifier() { return *sparsifier_; }
+  const Sparsifier& sparsifier() const { return *sparsifier_; }
+  std::int64_t iteration() const { return iteration_; }
+  void set_iteration(std::int64_t t) { iteration_ = t; }
+  // The last step's sparse result (indices and summed values).
+  const SparseResult& last_result() const { return result_; }
+
+ private:
+  std::unique_ptr<Sparsifier> sparsifier_;
+  std::vector<float> residual_;
+  ErrorFeedbackOptions opt_;
+  SparseResult result_;
+  std::int64_t iteration_ = 0;
+};
+
+// acc[i] = residual[i] + grad[i] in place in residual; returns sum of the old residual squared
+// (the local error ||e_{i,t}||^2) and whether every result was finite. One pass over memory.
+struct AccumulateResult {
+  double residual_sq = 0;
+  bool finite = true;
+};
+AccumulateResult accumulate(std::span<float> residual, std::span<const float> grad);
+
+}  // namespace exdyna::sparsifiers

@@ -1,0 +1,38 @@
+// Sparsifiers by name. Filled by an explicit register_builtin_sparsifiers() call rather than by
+// static initialisers that a linker may drop.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/sparsifier.hpp"
+
+namespace exdyna::sparsifiers {
+
+class Registry {
+ public:
+  using Factory = std::function<std::unique_ptr<Sparsifier>(const SparsifierConfig&)>;
+  void add(const std::string& name, const std::string& description, Factory f);
+  // Validates cfg, then builds. Unknown names throw InvalidArgument listing the known ones.
+  std::unique_ptr<Sparsifier> make(const std::string& name, const SparsifierConfig& cfg) const;
+  std::vector<std::string> names() const;
+  const std::string& description(const std::string& name) const;
+
+ private:
+  struct Entry {
+    std::string description;
+    Factory factory;
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+// exdyna, topk, cltk, hard-threshold, sidco, dense.
+void register_builtin_sparsifiers(Registry& r);
+// A registry with the built-ins.
+Registry builtin_registry();
+
+}  // namespace exdyna::sparsifiers

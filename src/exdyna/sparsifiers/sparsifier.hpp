@@ -1,0 +1,49 @@
+// The Sparsifier interface. A sparsifier sees this worker's accumulated gradient acc (error
+// feedback already applied), talks to its peers through a Communicator, and returns the global
+// sparse set: the gathered indices and, at each, the SUM over workers of acc. Every rank must
+// return identical results. Error feedback (residual bookkeeping, averaging, scatter) wraps the
+// sparsifier: see error_feedback.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exdyna/comm/communicator.hpp"
+#include "exdyna/core/step_stats.hpp"
+
+namespace exdyna::sparsifiers {
+
+// Indices travel as 32-bit integers; n_g >= 2^32 is refused at construction.
+using Index = std::uint32_t;
+
+struct SparseResult {
+  // When dense is true, values holds all n_g sums in order and indices is empty.
+  bool dense = false;
+  std::vector<Index> indices;  // gathered indices, identical order on every rank, no duplicates
+  std::vector<float> values;   // values[j] = sum over workers of acc_w[indices[j]]
+};
+
+class Sparsifier {
+ public:
+  virtual ~Sparsifier() = default;
+  virtual std::string_view name() const = 0;
+
+  // One step: select from acc (size n_g), exchange, fill out and the selection fields of stats
+  // (threshold, k_per_worker, partitions, bytes, select/allgather/allreduce times).
+  // Collectives are called in the same order on every rank.
+  virtual void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+                    core::StepStats& stats) = 0;
+
+  // A canonical description of the sparsifier and all its options, equal on ranks that agree.
+  virtual std::string fingerprint() const = 0;
+
+  // Serialised mutable state (threshold, partitions, iteration...), for checkpoints.
+  virtual std::vector<std::byte> save_state() const = 0;
+  virtual void load_state(std::span<const std::byte> state) = 0;
+};
+
+}  // namespace exdyna::sparsifiers
