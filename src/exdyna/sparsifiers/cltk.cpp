@@ -1,0 +1,73 @@
+#include "exdyna/sparsifiers/cltk.hpp"
+
+#include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/state_io.hpp"
+
+namespace exdyna::sparsifiers {
+
+CltK::CltK(const SparsifierConfig& cfg, core::TopkMethod method) : cfg_(cfg), method_(method) {
+  cfg_.validate();
+}
+
+void CltK::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+                core::StepStats& stats) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "cltk: gradient has ",
+                   acc.size(), " elements, expected n_g = ", cfg_.n_g);
+  core::Stopwatch sw;
+  const int n = comm.size();
+  const int lead = leader(n);
+  // k <= n_g (validated), so the leader always has exactly k indices and every rank knows the
+  // broadcast size without a count exchange.
+  const auto k = static_cast<std::size_t>(cfg_.k());
+  out.dense = false;
+  if (comm.rank() == lead) {
+    core::topk_select(acc, k, method_, out.indices, scratch_);
+  } else {
+    out.indices.resize(k);
+  }
+  stats.times.select += sw.lap();
+  comm.broadcast_values<Index>(out.indices, lead);
+  stats.times.broadcast += sw.lap();
+
+  out.values.resize(k);
+  for (std::size_t j = 0; j < k; ++j) {
+    const Index i = out.indices[j];
+    EXDYNA_CHECK(i < acc.size(), "cltk: broadcast index ", i, " is outside the gradient of ",
+                 acc.size(), " elements");
+    out.values[j] = acc[i];
+  }
+  stats.times.other += sw.lap();
+  comm.allreduce_sum(out.values);
+  stats.times.allreduce += sw.lap();
+
+  stats.k_target = cfg_.k();
+  stats.target_density = cfg_.density;
+  stats.k_per_worker.assign(static_cast<std::size_t>(n), 0);
+  stats.k_per_worker[static_cast<std::size_t>(lead)] = static_cast<std::int64_t>(k);
+  stats.finish_counts();
+  // One list is broadcast, not a padded all-gather: nothing is padded.
+  stats.f_t = 1.0;
+  stats.padded_elements = 0;
+  stats.k_unique = static_cast<std::int64_t>(k);
+  ++iteration_;
+}
+
+std::string CltK::fingerprint() const {
+  return std::string("cltk;method=") + core::to_string(method_) + ";" + cfg_.fingerprint();
+}
+
+std::vector<std::byte> CltK::save_state() const {
+  std::vector<std::byte> s;
+  state_io::put(s, iteration_);
+  return s;
+}
+
+void CltK::load_state(std::span<const std::byte> state) {
+  std::size_t pos = 0;
+  const auto t = state_io::get<std::int64_t>(state, pos, "cltk");
+  state_io::expect_end(state, pos, "cltk");
+  EXDYNA_CHECK_ARG(t >= 0, "cltk: saved iteration ", t, " is not valid; expected >= 0");
+  iteration_ = t;
+}
+
+}  // namespace exdyna::sparsifiers

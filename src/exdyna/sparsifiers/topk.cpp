@@ -1,0 +1,44 @@
+#include "exdyna/sparsifiers/topk.hpp"
+
+#include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/state_io.hpp"
+
+namespace exdyna::sparsifiers {
+
+TopK::TopK(const SparsifierConfig& cfg, core::TopkMethod method) : cfg_(cfg), method_(method) {
+  cfg_.validate();
+}
+
+void TopK::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+                core::StepStats& stats) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "topk: gradient has ",
+                   acc.size(), " elements, expected n_g = ", cfg_.n_g);
+  core::Stopwatch sw;
+  const auto k = static_cast<std::size_t>(cfg_.k());
+  core::topk_select(acc, k, method_, mine_, scratch_);
+  stats.times.select += sw.lap();
+  stats.k_target = cfg_.k();
+  stats.target_density = cfg_.density;
+  exchange_union(acc, mine_, {}, comm, cfg_.gather_mode, out, stats, bufs_);
+  ++iteration_;
+}
+
+std::string TopK::fingerprint() const {
+  return std::string("topk;method=") + core::to_string(method_) + ";" + cfg_.fingerprint();
+}
+
+std::vector<std::byte> TopK::save_state() const {
+  std::vector<std::byte> s;
+  state_io::put(s, iteration_);
+  return s;
+}
+
+void TopK::load_state(std::span<const std::byte> state) {
+  std::size_t pos = 0;
+  const auto t = state_io::get<std::int64_t>(state, pos, "topk");
+  state_io::expect_end(state, pos, "topk");
+  EXDYNA_CHECK_ARG(t >= 0, "topk: saved iteration ", t, " is not valid; expected >= 0");
+  iteration_ = t;
+}
+
+}  // namespace exdyna::sparsifiers
