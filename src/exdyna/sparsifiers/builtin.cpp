@@ -1,6 +1,7 @@
 // The built-in sparsifiers, registered explicitly.
 #include "exdyna/sparsifiers/cltk.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
+#include "exdyna/sparsifiers/exdyna.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/topk.hpp"
 
@@ -13,6 +14,8 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<TopK>(c); });
   r.add("cltk", "cyclic local top-k (ScaleCom): the leader t mod n selects and broadcasts",
         [](const SparsifierConfig& c) { return std::make_unique<CltK>(c); });
+  r.add("exdyna", "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
+        [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });
 }
 
 }  // namespace exdyna::sparsifiers

@@ -1,0 +1,64 @@
+// ExDyna (paper Algorithm 1 with Algorithms 2-5): exclusive, dynamically re-balanced partitions of
+// the gradient vector, one per worker, each scanned against one shared threshold that is scaled
+// online towards the user's density.
+//
+// One step, in the same order on every rank:
+//   1. worker r selects from partition (t mod n + r) mod n: every |acc| >= (float)threshold
+//      (Alg. 4); a worker whose partition yields nothing sends exactly one index,
+//      (t mod partition length) + partition start, so no collective sees an empty buffer;
+//   2. allgather_counts of k_i, allgather_list of the indices (padded by default, as the paper),
+//      allreduce_sum of acc at the gathered indices (concatenated in rank order);
+//   3. the next threshold from k and k' = sum k_i (Alg. 5), and the next partitions from the
+//      counts re-ordered to partitions (Alg. 3).
+// Invariants: partitions are disjoint and cover [0, n_g), so no index is selected by two workers
+// (no gradient build-up) and the gathered list has no duplicates; every rank holds the same
+// threshold and partitions after every step (they are functions of gathered data only).
+//
+// Beyond the paper (issue 5), each usable alone: ExDynaOptions::controller = kHistogram and
+// ExDynaOptions::balance = kExact (see docs/exdyna-controller.md). With both set to kPaper the
+// decisions are bit-for-bit those of Algorithms 1-5 with DESIGN.md's defaults.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "exdyna/core/partition.hpp"
+#include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/sparsifier.hpp"
+
+namespace exdyna::sparsifiers {
+
+class ExDyna final : public Sparsifier {
+ public:
+  // Validates cfg (throws InvalidArgument naming the bad option).
+  explicit ExDyna(const SparsifierConfig& cfg);
+
+  std::string_view name() const override { return "exdyna"; }
+  void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+            core::StepStats& stats) override;
+  std::string fingerprint() const override;
+  std::vector<std::byte> save_state() const override;
+  void load_state(std::span<const std::byte> state) override;
+
+  // State for the next step (identical on every rank).
+  double threshold() const { return threshold_; }
+  const core::Partitions& partitions() const { return parts_; }
+  std::int64_t iteration() const { return iteration_; }
+  std::int64_t k() const { return k_; }
+
+ private:
+  SparsifierConfig cfg_;
+  std::int64_t k_;
+  core::Partitions parts_;
+  double threshold_;
+  std::int64_t iteration_ = 0;
+  std::vector<std::int64_t> prev_counts_;  // k_i of the last step, in worker order
+
+  // Per-step buffers, kept between steps so the steady state does not allocate.
+  std::vector<Index> idx_;
+  std::vector<std::int64_t> gather_mine_;
+  std::vector<std::int64_t> gather_all_;
+  std::vector<std::int64_t> counts_;
+};
+
+}  // namespace exdyna::sparsifiers

@@ -1,0 +1,95 @@
+// Alg. 4 selection kernel against the scalar reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "exdyna/core/selection.hpp"
+
+using namespace exdyna::core;
+
+namespace {
+
+void expect_same(const std::vector<float>& v, float thr, std::uint32_t offset) {
+  std::vector<std::uint32_t> fast(v.size() + 1, 0xdeadbeef), ref(v.size() + 1, 0xdeadbeef);
+  const auto nf = select_threshold(v, thr, offset, fast.data());
+  const auto nr = select_threshold_scalar(v, thr, offset, ref.data());
+  ASSERT_EQ(nf, nr) << "length " << v.size() << " threshold " << thr;
+  for (std::size_t i = 0; i < nr; ++i) ASSERT_EQ(fast[i], ref[i]) << "entry " << i;
+  EXPECT_EQ(fast[nf], 0xdeadbeefu) << "wrote past the count";
+}
+
+}  // namespace
+
+TEST(Selection, ScalarReferenceHasClosedForm) {
+  const std::vector<float> v{0.5f, -0.5f, 0.49f, -1.0f, 0.0f, -0.0f, 2.0f};
+  std::vector<std::uint32_t> out(v.size());
+  ASSERT_EQ(select_threshold_scalar(v, 0.5f, 100, out.data()), 4u);
+  EXPECT_EQ(out[0], 100u);
+  EXPECT_EQ(out[1], 101u);
+  EXPECT_EQ(out[2], 103u);
+  EXPECT_EQ(out[3], 106u);
+}
+
+TEST(Selection, MatchesScalarOnRandomDataAndEveryLength) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0, 1);
+  std::uniform_int_distribution<int> pick(0, 9);
+  const float thr = 1.75f;
+  for (std::size_t len = 0; len < 150; ++len) {
+    std::vector<float> v(len);
+    for (auto& x : v) {
+      switch (pick(rng)) {
+        case 0:
+          x = thr;
+          break;  // exactly +-threshold passes (>=)
+        case 1:
+          x = -thr;
+          break;
+        case 2:
+          x = std::nextafter(thr, 0.0f);
+          break;  // just below: never passes
+        case 3:
+          x = -std::nextafter(thr, 0.0f);
+          break;
+        default:
+          x = g(rng);
+      }
+    }
+    expect_same(v, thr, static_cast<std::uint32_t>(3 * len));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Selection, LongVectorsDensitiesAndUnalignedStarts) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> v(100'003);
+  for (auto& x : v) x = g(rng);
+  for (float thr : {0.0f, 0.01f, 1.0f, 2.5f, 3.5f, 10.0f}) {
+    expect_same(v, thr, 0);
+    // A partition starting at an odd element: loads are unaligned.
+    std::vector<float> tail(v.begin() + 3, v.end());
+    expect_same(tail, thr, 3);
+  }
+  // Offsets near the top of the 32-bit index range.
+  expect_same(v, 2.0f, 0xffffffffu - static_cast<std::uint32_t>(v.size()));
+}
+
+TEST(Selection, EdgeValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float den = std::numeric_limits<float>::denorm_min();
+  const float big = std::numeric_limits<float>::max();
+  std::vector<float> v;
+  for (int r = 0; r < 5; ++r)
+    for (float x : {0.0f, -0.0f, den, -den, big, -big, inf, -inf, 1e-30f, -1e30f, 1.0f, -1.0f})
+      v.push_back(x);
+  for (float thr : {0.0f, den, 1.0f, big, inf}) expect_same(v, thr, 5);
+  // Threshold 0 selects everything, including zeros.
+  std::vector<std::uint32_t> out(v.size());
+  EXPECT_EQ(select_threshold(v, 0.0f, 0, out.data()), v.size());
+  // Infinity selects exactly the infinities.
+  EXPECT_EQ(select_threshold(v, inf, 0, out.data()), 10u);
+}
