@@ -1,13 +1,26 @@
 #include "exdyna/comm/engines/factory.hpp"
 
+#include <cstdlib>
+
+#ifdef EXDYNA_HAVE_MPI
+#include "exdyna/comm/engines/mpi_communicator.hpp"
+#endif
+#ifdef EXDYNA_HAVE_GLOO
+#include "exdyna/comm/engines/gloo_communicator.hpp"
+#endif
+
 namespace exdyna::comm {
 
 const char* to_string(Backend b) {
   switch (b) {
-    case Backend::kAuto: return "auto";
-    case Backend::kMpi: return "mpi";
-    case Backend::kGloo: return "gloo";
-    case Backend::kLocal: return "local";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kMpi:
+      return "mpi";
+    case Backend::kGloo:
+      return "gloo";
+    case Backend::kLocal:
+      return "local";
   }
   return "?";
 }
@@ -17,7 +30,22 @@ Backend parse_backend(std::string_view s) {
   if (s == "mpi") return Backend::kMpi;
   if (s == "gloo") return Backend::kGloo;
   if (s == "local") return Backend::kLocal;
-  throw InvalidArgument(detail::concat("backend '", s, "' is not valid; expected auto, mpi, gloo or local"));
+  throw InvalidArgument(
+      detail::concat("backend '", s, "' is not valid; expected auto, mpi, gloo or local"));
+}
+
+const char* to_string(Plan p) {
+  switch (p) {
+    case Plan::kConnectMpi:
+      return "mpi";
+    case Plan::kConnectGloo:
+      return "gloo";
+    case Plan::kLaunch:
+      return "launch";
+    case Plan::kInProcess:
+      return "local";
+  }
+  return "?";
 }
 
 bool have_mpi() {
@@ -34,6 +62,98 @@ bool have_gloo() {
 #else
   return false;
 #endif
+}
+
+namespace {
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+int env_int_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? std::atoi(v) : fallback;
+}
+}  // namespace
+
+bool in_mpi_environment() {
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMI_SIZE") || env_set("PMIX_RANK");
+}
+
+bool in_torchrun_environment() {
+  return env_set("RANK") && env_set("WORLD_SIZE");
+}
+
+Plan plan_engine(Backend requested, int workers) {
+  EXDYNA_CHECK_ARG(workers >= 1, "--workers ", workers, " is not valid; expected >= 1");
+  auto need_gloo = [] {
+    EXDYNA_CHECK_ARG(have_gloo(),
+                     "this exdyna was built without the Gloo engine (EXDYNA_WITH_TORCH=OFF); "
+                     "use --backend mpi under mpirun, or --backend local");
+  };
+  auto check_world = [workers](int world, const char* var) {
+    // --workers defaults to the world size; a different explicit value is a mistake worth naming.
+    EXDYNA_CHECK_ARG(workers == 1 || workers == world, "--workers ", workers, " disagrees with ",
+                     var, "=", world, "; under a launcher the world size comes from the launcher");
+  };
+  switch (requested) {
+    case Backend::kLocal:
+      return Plan::kInProcess;
+    case Backend::kMpi:
+      EXDYNA_CHECK_ARG(have_mpi(),
+                       "this exdyna was built without the MPI engine (EXDYNA_WITH_MPI=OFF)");
+      if (in_mpi_environment()) {
+        check_world(env_int_or("OMPI_COMM_WORLD_SIZE", env_int_or("PMI_SIZE", workers)),
+                    "the mpirun world size");
+        return Plan::kConnectMpi;
+      }
+      EXDYNA_CHECK_ARG(workers == 1, "--backend mpi with --workers ", workers,
+                       " needs mpirun: mpirun -np ", workers, " exdyna ... --backend mpi");
+      return Plan::kConnectMpi;  // an MPI singleton
+    case Backend::kGloo:
+      need_gloo();
+      if (in_torchrun_environment()) {
+        check_world(env_int_or("WORLD_SIZE", workers), "WORLD_SIZE");
+        return Plan::kConnectGloo;
+      }
+      return Plan::kLaunch;
+    case Backend::kAuto:
+      if (in_mpi_environment() && have_mpi()) return plan_engine(Backend::kMpi, workers);
+      if (in_torchrun_environment()) return plan_engine(Backend::kGloo, workers);
+      if (workers == 1) return Plan::kInProcess;
+      need_gloo();
+      return Plan::kLaunch;
+  }
+  return Plan::kInProcess;
+}
+
+std::unique_ptr<Communicator> make_communicator(Plan plan, const EngineOptions& opt) {
+  EXDYNA_CHECK_ARG(opt.timeout.count() > 0, "timeout ", opt.timeout.count(),
+                   " ms is not valid; expected > 0");
+  switch (plan) {
+    case Plan::kConnectMpi:
+#ifdef EXDYNA_HAVE_MPI
+      return make_mpi_communicator(opt.timeout);
+#else
+      throw InvalidArgument("this exdyna was built without the MPI engine (EXDYNA_WITH_MPI=OFF)");
+#endif
+    case Plan::kConnectGloo: {
+#ifdef EXDYNA_HAVE_GLOO
+      auto cfg = GlooConfig::from_env();
+      cfg.timeout = opt.timeout;
+      if (!opt.listen_addr.empty()) cfg.listen_addr = opt.listen_addr;
+      return make_gloo_communicator(cfg);
+#else
+      throw InvalidArgument(
+          "this exdyna was built without the Gloo engine (EXDYNA_WITH_TORCH=OFF)");
+#endif
+    }
+    case Plan::kLaunch:
+    case Plan::kInProcess:
+      break;
+  }
+  throw InvalidArgument(
+      detail::concat("make_communicator: plan '", to_string(plan),
+                     "' has no single-process engine; use the launcher or LocalGroup"));
 }
 
 }  // namespace exdyna::comm

@@ -1,0 +1,323 @@
+#include "exdyna/comm/engines/gloo_communicator.hpp"
+
+#include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <gloo/allgatherv.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace exdyna::comm {
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? std::string(v) : std::string(fallback ? fallback : "");
+}
+
+int env_int(const char* name, const char* fallback) {
+  const std::string s = env_or(name, fallback);
+  EXDYNA_CHECK_ARG(
+      !s.empty(), "environment variable ", name,
+      " is not set; the Gloo engine needs MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
+      "(as torchrun sets them)");
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  EXDYNA_CHECK_ARG(errno == 0 && end && *end == '\0' && v >= 0 && v <= 1'000'000,
+                   "environment variable ", name, "='", s,
+                   "' is not valid; expected a non-negative integer");
+  return static_cast<int>(v);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+// True when nothing listens on the port yet (the check TCPStore's own error message lacks).
+bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);  // TCPStore's server binds the wildcard address
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 || errno != EADDRINUSE;
+  ::close(fd);
+  return ok;
+}
+
+// Exposes the process group's Gloo context, for the exact all-gather (gloo::allgatherv), which
+// c10d does not offer: its allgather insists on equal sizes.
+class GlooGroup : public c10d::ProcessGroupGloo {
+ public:
+  using ProcessGroupGloo::ProcessGroupGloo;
+  std::shared_ptr<::gloo::Context> context() { return contexts_.at(0); }
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  explicit GlooCommunicator(const GlooConfig& cfg) : cfg_(cfg) {
+    cfg.validate();
+    set_timeout(cfg.timeout);
+    const bool server = cfg.rank == 0;
+    if (server && !port_is_free(cfg.master_port))
+      throw CommError(
+          detail::concat("gloo: MASTER_PORT ", cfg.master_port,
+                         " is already in use on this machine (another exdyna or torch job?); "
+                         "choose a free port with MASTER_PORT"));
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(cfg.master_port);
+    so.isServer = server;
+    so.numWorkers = static_cast<std::size_t>(cfg.world_size);
+    so.waitWorkers = false;  // the process group's rendezvous waits for everyone anyway
+    so.timeout = cfg.timeout;
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(cfg.master_addr, so);
+    } catch (const std::exception& e) {
+      if (server)
+        throw CommError(detail::concat(
+            "gloo: rank 0 could not start the rendezvous store on port ", cfg.master_port,
+            " (in use? choose another MASTER_PORT): ", first_line(e.what())));
+      throw CommError(detail::concat("gloo: rank ", cfg.rank,
+                                     " could not reach the rendezvous store at ", cfg.master_addr,
+                                     ":", cfg.master_port, " within ", cfg.timeout.count() / 1000.0,
+                                     " s (is rank 0 running?): ", first_line(e.what())));
+    }
+    auto opts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
+    std::string listen = cfg.listen_addr;
+    if (listen.empty() && is_loopback(cfg.master_addr)) listen = "127.0.0.1";
+    try {
+      opts->devices.push_back(listen.empty()
+                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForHostname(listen));
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("gloo: rank ", cfg.rank, " cannot listen on '", listen,
+                                     "': ", first_line(e.what())));
+    }
+    opts->threads = 1;  // calls are issued and waited one at a time
+    try {
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>("exdyna/pg", store_);
+      pg_ = c10::make_intrusive<GlooGroup>(prefixed, cfg.rank, cfg.world_size, opts);
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("gloo: rank ", cfg.rank, " could not connect to its ",
+                                     cfg.world_size - 1, " peers within ",
+                                     cfg.timeout.count() / 1000.0, " s: ", first_line(e.what())));
+    }
+  }
+
+  int rank() const override { return cfg_.rank; }
+  int size() const override { return cfg_.world_size; }
+  std::string_view engine() const override { return "gloo"; }
+
+ protected:
+  void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
+                     GatherMode mode, void* out) override {
+    const auto n = static_cast<std::size_t>(size());
+    const auto my = static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]) * elem_size;
+    if (mode == GatherMode::kPadded) {
+      // The paper's padded all-gather: equal-size tensors of max(counts) elements really move.
+      const auto block =
+          static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())) * elem_size;
+      if (block == 0) return;  // every rank sees the same counts, so all skip together
+      send_.assign(block, std::byte{0});
+      if (my) std::memcpy(send_.data(), mine, my);
+      recv_.resize(block * n);
+      std::vector<at::Tensor> in{bytes_tensor(send_.data(), block)};
+      std::vector<std::vector<at::Tensor>> outs(1);
+      for (std::size_t r = 0; r < n; ++r)
+        outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
+      run("allgather_list (padded)", [&] { return pg_->allgather(outs, in); });
+      auto* dst = static_cast<std::byte*>(out);
+      for (std::size_t r = 0; r < n; ++r) {
+        const auto b = static_cast<std::size_t>(counts[r]) * elem_size;
+        if (b) std::memcpy(dst, recv_.data() + r * block, b);
+        dst += b;
+      }
+      return;
+    }
+    // Exact: gloo::allgatherv with each rank's true size; nothing but the payload travels.
+    std::vector<std::size_t> sizes(n);
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < n; ++r)
+      total += sizes[r] = static_cast<std::size_t>(counts[r]) * elem_size;
+    if (total == 0) return;
+    const char* op = "allgather_list (exact)";
+    check_usable(op);
+    ++seq_;
+    try {
+      ::gloo::AllgathervOptions o(pg_->context());
+      // Tags of c10d's own collectives count up from 0; ours live in the upper half.
+      o.setTag(0x80000000u | static_cast<std::uint32_t>(seq_ & 0x7fffffff));
+      o.setTimeout(timeout());
+      o.setInput(static_cast<std::uint8_t*>(const_cast<void*>(mine)), my);
+      o.setOutput(static_cast<std::uint8_t*>(out), sizes);
+      ::gloo::allgatherv(o);
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
+  }
+
+  void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    std::vector<at::Tensor> in{at::from_blob(const_cast<std::int64_t*>(mine.data()),
+                                             {static_cast<std::int64_t>(mine.size())}, at::kLong)};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < size(); ++r)
+      outs[0].push_back(at::from_blob(out.data() + static_cast<std::size_t>(r) * mine.size(),
+                                      {static_cast<std::int64_t>(mine.size())}, at::kLong));
+    run("allgather_counts", [&] { return pg_->allgather(outs, in); });
+  }
+
+  void do_allreduce_f32(std::span<float> data) override {
+    allreduce(data.data(), data.size(), at::kFloat);
+  }
+  void do_allreduce_f64(std::span<double> data) override {
+    allreduce(data.data(), data.size(), at::kDouble);
+  }
+
+  void do_broadcast(std::span<std::byte> data, int root) override {
+    if (data.empty()) return;
+    std::vector<at::Tensor> t{bytes_tensor(data.data(), data.size())};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout();
+    run("broadcast", [&] { return pg_->broadcast(t, o); });
+  }
+
+  void do_barrier() override {
+    c10d::BarrierOptions o;
+    o.timeout = timeout();
+    run("barrier", [&] { return pg_->barrier(o); });
+  }
+
+ private:
+  static std::string first_line(const std::string& s) {
+    // c10 errors carry a C++ stack trace after the first lines; keep the message only.
+    const auto pos = s.find("\nException raised from");
+    std::string m = pos == std::string::npos ? s : s.substr(0, pos);
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    return m;
+  }
+
+  static at::Tensor bytes_tensor(void* p, std::size_t n) {
+    return at::from_blob(p, {static_cast<std::int64_t>(n)}, at::kByte);
+  }
+
+  template <typename T>
+  void allreduce(T* data, std::size_t n, at::ScalarType type) {
+    if (n == 0) return;
+    std::vector<at::Tensor> t{at::from_blob(data, {static_cast<std::int64_t>(n)}, type)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout();
+    run("allreduce_sum", [&] { return pg_->allreduce(t, o); });
+  }
+
+  void check_usable(const char* op) {
+    if (!failure_.empty())
+      throw CommError(detail::concat("gloo: rank ", rank(), ": ", op,
+                                     " called after an earlier failure: ", failure_));
+  }
+
+  // Issues one c10d collective and waits for it. Gloo's own timeout (the same value) normally
+  // fires first, with its own message; the wait's slack only guards against a lost completion.
+  template <typename Issue>
+  void run(const char* op, Issue&& issue) {
+    check_usable(op);
+    ++seq_;
+    try {
+      auto work = issue();
+      work->wait(timeout() + std::chrono::seconds(5));
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const char* op, const std::string& what) {
+    const std::string msg = first_line(what);
+    const bool timed_out = msg.find("imed out") != std::string::npos;
+    failure_ = detail::concat("gloo: rank ", rank(), ": ", op, " (collective #", seq_, ") ",
+                              timed_out ? "timed out after " : "failed: ",
+                              timed_out ? std::to_string(timeout().count() / 1000.0) + " s" : msg,
+                              timed_out ? " (" + msg + ")" : std::string(), diagnose());
+    if (timed_out) throw TimeoutError(failure_);
+    throw CommError(failure_);
+  }
+
+  // Post-mortem through the rendezvous store: every surviving rank posts a note, then looks for a
+  // moment for the others' notes. Ranks that never post are dead or no longer calling
+  // collectives. Costs nothing unless something already failed.
+  std::string diagnose() {
+    try {
+      store_->setTimeout(std::chrono::seconds(2));
+      const std::string key = "exdyna/failed/";
+      store_->set(key + std::to_string(rank()), std::vector<std::uint8_t>{1});
+      std::vector<int> missing;
+      for (int tries = 0; tries < 15; ++tries) {
+        missing.clear();
+        for (int r = 0; r < size(); ++r)
+          if (r != rank() && !store_->check({key + std::to_string(r)})) missing.push_back(r);
+        if (missing.empty()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (missing.empty()) return "; every other rank reported a failure too";
+      std::string list;
+      for (auto r : missing) list += (list.empty() ? "" : ",") + std::to_string(r);
+      return detail::concat("; rank(s) ", list,
+                            " did not report (dead or no longer calling collectives)");
+    } catch (const std::exception&) {
+      return "; the rendezvous store is unreachable (rank 0 may be gone)";
+    }
+  }
+
+  GlooConfig cfg_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<GlooGroup> pg_;
+  std::uint64_t seq_ = 0;
+  std::string failure_;
+  std::vector<std::byte> send_, recv_;
+};
+
+}  // namespace
+
+GlooConfig GlooConfig::from_env() {
+  GlooConfig c;
+  c.master_addr = env_or("MASTER_ADDR", "127.0.0.1");
+  c.master_port = env_int("MASTER_PORT", "29500");
+  c.rank = env_int("RANK", nullptr);
+  c.world_size = env_int("WORLD_SIZE", nullptr);
+  c.local_rank = env_int("LOCAL_RANK", "0");
+  c.listen_addr = env_or("EXDYNA_LISTEN_ADDR", "");
+  return c;
+}
+
+void GlooConfig::validate() const {
+  EXDYNA_CHECK_ARG(world_size >= 1, "WORLD_SIZE ", world_size, " is not valid; expected >= 1");
+  EXDYNA_CHECK_ARG(rank >= 0 && rank < world_size, "RANK ", rank, " is not valid; expected 0..",
+                   world_size - 1, " (WORLD_SIZE ", world_size, ")");
+  EXDYNA_CHECK_ARG(master_port >= 1 && master_port <= 65535, "MASTER_PORT ", master_port,
+                   " is not valid; expected 1..65535");
+  EXDYNA_CHECK_ARG(!master_addr.empty(), "MASTER_ADDR is empty; expected a host name or address");
+  EXDYNA_CHECK_ARG(timeout.count() > 0, "timeout ", timeout.count(),
+                   " ms is not valid; expected > 0");
+}
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooConfig& cfg) {
+  return std::make_unique<GlooCommunicator>(cfg);
+}
+
+}  // namespace exdyna::comm
