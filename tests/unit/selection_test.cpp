@@ -12,13 +12,25 @@ using namespace exdyna::core;
 
 namespace {
 
+// Every kernel this CPU runs, and the dispatched entry point, against the scalar reference.
 void expect_same(const std::vector<float>& v, float thr, std::uint32_t offset) {
-  std::vector<std::uint32_t> fast(v.size() + 1, 0xdeadbeef), ref(v.size() + 1, 0xdeadbeef);
-  const auto nf = select_threshold(v, thr, offset, fast.data());
+  std::vector<std::uint32_t> ref(v.size() + 1, 0xdeadbeef);
   const auto nr = select_threshold_scalar(v, thr, offset, ref.data());
-  ASSERT_EQ(nf, nr) << "length " << v.size() << " threshold " << thr;
-  for (std::size_t i = 0; i < nr; ++i) ASSERT_EQ(fast[i], ref[i]) << "entry " << i;
-  EXPECT_EQ(fast[nf], 0xdeadbeefu) << "wrote past the count";
+  auto check = [&](const char* who, auto&& fn) {
+    // Room for v.size() entries, then a guard the kernel must never touch.
+    std::vector<std::uint32_t> out(v.size() + 1, 0xdeadbeef);
+    const auto nf = fn(out.data());
+    ASSERT_EQ(nf, nr) << who << ": length " << v.size() << " threshold " << thr;
+    for (std::size_t i = 0; i < nr; ++i) ASSERT_EQ(out[i], ref[i]) << who << ": entry " << i;
+    EXPECT_EQ(out[v.size()], 0xdeadbeefu) << who << " wrote past part.size()";
+  };
+  check("select_threshold", [&](std::uint32_t* o) { return select_threshold(v, thr, offset, o); });
+  for (auto k :
+       {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2, SelectKernel::kAvx512}) {
+    if (!select_kernel_available(k)) continue;
+    check(to_string(k),
+          [&](std::uint32_t* o) { return select_threshold_with(k, v, thr, offset, o); });
+  }
 }
 
 }  // namespace
@@ -92,4 +104,23 @@ TEST(Selection, EdgeValues) {
   EXPECT_EQ(select_threshold(v, 0.0f, 0, out.data()), v.size());
   // Infinity selects exactly the infinities.
   EXPECT_EQ(select_threshold(v, inf, 0, out.data()), 10u);
+}
+
+TEST(Selection, NaNNeverPassesAndHidesNoHit) {
+  // A NaN next to a hit in the same group: the group-wise skip test must still find the hit.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t pos = 0; pos < 130; pos += 7) {
+    std::vector<float> v(200, 0.25f);
+    v[pos] = nan;
+    v[(pos + 1) % 200] = 3.0f;
+    v[(pos + 66) % 200] = -3.0f;
+    expect_same(v, 1.0f, 0);
+    std::vector<std::uint32_t> out(v.size());
+    EXPECT_EQ(select_threshold(v, 1.0f, 0, out.data()), 2u);
+  }
+}
+
+TEST(Selection, KernelInUseIsAvailable) {
+  EXPECT_TRUE(select_kernel_available(select_kernel_in_use()));
+  EXPECT_TRUE(select_kernel_available(SelectKernel::kScalar));
 }

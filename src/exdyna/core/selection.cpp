@@ -1,9 +1,12 @@
 #include "exdyna/core/selection.hpp"
 
+#include <array>
 #include <cmath>
 
+#include "exdyna/core/error.hpp"
+
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace exdyna::core {
@@ -16,37 +19,229 @@ std::size_t select_threshold_scalar(std::span<const float> part, float threshold
   return c;
 }
 
-std::size_t select_threshold(std::span<const float> part, float threshold, std::uint32_t offset,
-                             std::uint32_t* out) {
-  const float* p = part.data();
-  const std::size_t n = part.size();
-  std::size_t c = 0;
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  // |x| by clearing the sign bit; cmpge is false for NaN, like the scalar >=.
-  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  const __m128 thr = _mm_set1_ps(threshold);
-  for (; i + 16 <= n; i += 16) {
-    const __m128 m0 = _mm_cmpge_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask), thr);
-    const __m128 m1 = _mm_cmpge_ps(_mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask), thr);
-    const __m128 m2 = _mm_cmpge_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask), thr);
-    const __m128 m3 = _mm_cmpge_ps(_mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask), thr);
-    const __m128 any = _mm_or_ps(_mm_or_ps(m0, m1), _mm_or_ps(m2, m3));
-    if (_mm_movemask_ps(any) == 0) continue;  // the common case at small density
-    unsigned bits = static_cast<unsigned>(_mm_movemask_ps(m0)) |
-                    static_cast<unsigned>(_mm_movemask_ps(m1)) << 4 |
-                    static_cast<unsigned>(_mm_movemask_ps(m2)) << 8 |
-                    static_cast<unsigned>(_mm_movemask_ps(m3)) << 12;
-    const std::uint32_t base = offset + static_cast<std::uint32_t>(i);
-    while (bits != 0) {
-      out[c++] = base + static_cast<std::uint32_t>(__builtin_ctz(bits));
-      bits &= bits - 1;
+namespace {
+
+// Compress tables: entry m lists the set lanes of an 8-bit (or 4-bit) mask, lowest first, so a
+// group's hits are written with one store and the count advanced by popcount(m), no branches.
+// The store writes a full vector: entries past the count are scratch, inside part.size().
+struct Lut8 {
+  std::array<std::uint64_t, 256> lanes{};
+  constexpr Lut8() {
+    for (unsigned m = 0; m < 256; ++m) {
+      std::uint64_t v = 0;
+      unsigned k = 0;
+      for (unsigned b = 0; b < 8; ++b)
+        if (m & (1u << b)) v |= static_cast<std::uint64_t>(b) << (8 * k++);
+      lanes[m] = v;
     }
   }
-#endif
+};
+constexpr Lut8 kLut8;
+
+std::size_t scalar_tail(const float* p, std::size_t i, std::size_t n, float threshold,
+                        std::uint32_t offset, std::uint32_t* out, std::size_t c) {
   for (; i < n; ++i)
     if (std::fabs(p[i]) >= threshold) out[c++] = offset + static_cast<std::uint32_t>(i);
   return c;
+}
+
+#if defined(__SSE2__)
+struct Lut4 {
+  std::array<std::array<std::uint32_t, 4>, 16> lanes{};
+  constexpr Lut4() {
+    for (unsigned m = 0; m < 16; ++m) {
+      unsigned k = 0;
+      for (unsigned b = 0; b < 4; ++b)
+        if (m & (1u << b)) lanes[m][k++] = b;
+    }
+  }
+};
+alignas(16) constexpr Lut4 kLut4;
+
+// Baseline x86-64: 32 floats per iteration; one compare of the lane-wise max decides the skip.
+std::size_t select_sse2(const float* p, std::size_t n, float threshold, std::uint32_t offset,
+                        std::uint32_t* out) {
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  const __m128 thr = _mm_set1_ps(threshold);
+  std::size_t c = 0, i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m128 a[8];
+    for (int j = 0; j < 8; ++j) a[j] = _mm_and_ps(_mm_loadu_ps(p + i + 4 * j), abs_mask);
+    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_max_ps(a[0], a[1]), _mm_max_ps(a[2], a[3])),
+                                _mm_max_ps(_mm_max_ps(a[4], a[5]), _mm_max_ps(a[6], a[7])));
+    // "not less than" is also true for NaN: max(hit, NaN) may return NaN, so a NaN at the root
+    // sends the group to the lane-wise compare (which never selects NaN) instead of hiding a hit.
+    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, thr)) == 0) continue;
+    for (int j = 0; j < 8; ++j) {
+      const unsigned mask = static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(a[j], thr)));
+      const __m128i base = _mm_set1_epi32(static_cast<int>(offset + i + 4 * j));
+      const __m128i lanes =
+          _mm_load_si128(reinterpret_cast<const __m128i*>(kLut4.lanes[mask].data()));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c), _mm_add_epi32(base, lanes));
+      c += static_cast<std::size_t>(__builtin_popcount(mask));
+    }
+  }
+  return scalar_tail(p, i, n, threshold, offset, out, c);
+}
+
+// AVX2 where the CPU has it (chosen at run time; the build stays baseline x86-64).
+__attribute__((target("avx2"))) std::size_t select_avx2(const float* p, std::size_t n,
+                                                        float threshold, std::uint32_t offset,
+                                                        std::uint32_t* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 thr = _mm256_set1_ps(threshold);
+  std::size_t c = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256 a[8];
+    for (int j = 0; j < 8; ++j) a[j] = _mm256_and_ps(_mm256_loadu_ps(p + i + 8 * j), abs_mask);
+    const __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3])),
+                      _mm256_max_ps(_mm256_max_ps(a[4], a[5]), _mm256_max_ps(a[6], a[7])));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_NLT_UQ)) == 0) continue;  // as in SSE2
+    for (int j = 0; j < 8; ++j) {
+      const unsigned mask =
+          static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a[j], thr, _CMP_GE_OQ)));
+      const __m256i base = _mm256_set1_epi32(static_cast<int>(offset + i + 8 * j));
+      const __m256i lanes = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kLut8.lanes[mask])));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), _mm256_add_epi32(base, lanes));
+      c += static_cast<std::size_t>(__builtin_popcount(mask));
+    }
+  }
+  return scalar_tail(p, i, n, threshold, offset, out, c);
+}
+
+// AVX-512F: the mask registers and a register-destination compress write the hits without a
+// table and without branches (a compress straight to memory is microcoded and slow on some CPUs,
+// so the whole vector is stored and the count advanced by the mask's popcount).
+__attribute__((target("avx512f"))) std::size_t select_avx512(const float* p, std::size_t n,
+                                                             float threshold, std::uint32_t offset,
+                                                             std::uint32_t* out) {
+  const __m512 thr = _mm512_set1_ps(threshold);
+  const __m512i step = _mm512_set1_epi32(16);
+  __m512i idx =
+      _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset)),
+                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  std::size_t c = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512 a0 = _mm512_abs_ps(_mm512_loadu_ps(p + i));
+    const __m512 a1 = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16));
+    const __m512 a2 = _mm512_abs_ps(_mm512_loadu_ps(p + i + 32));
+    const __m512 a3 = _mm512_abs_ps(_mm512_loadu_ps(p + i + 48));
+    const __mmask16 k0 = _mm512_cmp_ps_mask(a0, thr, _CMP_GE_OQ);
+    const __mmask16 k1 = _mm512_cmp_ps_mask(a1, thr, _CMP_GE_OQ);
+    const __mmask16 k2 = _mm512_cmp_ps_mask(a2, thr, _CMP_GE_OQ);
+    const __mmask16 k3 = _mm512_cmp_ps_mask(a3, thr, _CMP_GE_OQ);
+    if ((k0 | k1 | k2 | k3) == 0) {
+      idx = _mm512_add_epi32(idx, _mm512_slli_epi32(step, 2));
+      continue;
+    }
+    const __mmask16 ks[4] = {k0, k1, k2, k3};
+    for (int j = 0; j < 4; ++j) {
+      _mm512_storeu_si512(out + c, _mm512_maskz_compress_epi32(ks[j], idx));
+      c += static_cast<std::size_t>(__builtin_popcount(ks[j]));
+      idx = _mm512_add_epi32(idx, step);
+    }
+  }
+  return scalar_tail(p, i, n, threshold, offset, out, c);
+}
+
+using Kernel = std::size_t (*)(const float*, std::size_t, float, std::uint32_t, std::uint32_t*);
+#endif
+
+std::size_t select_scalar_kernel(const float* p, std::size_t n, float threshold,
+                                 std::uint32_t offset, std::uint32_t* out) {
+  return scalar_tail(p, 0, n, threshold, offset, out, 0);
+}
+
+bool cpu_has(SelectKernel k) {
+#if defined(__SSE2__)
+  __builtin_cpu_init();
+  switch (k) {
+    case SelectKernel::kScalar:
+    case SelectKernel::kSse2:
+      return true;
+    case SelectKernel::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case SelectKernel::kAvx512:
+      return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+#else
+  return k == SelectKernel::kScalar;
+#endif
+}
+
+SelectKernel best_kernel() {
+  for (auto k : {SelectKernel::kAvx512, SelectKernel::kAvx2, SelectKernel::kSse2})
+    if (cpu_has(k)) return k;
+  return SelectKernel::kScalar;
+}
+
+std::size_t run_kernel(SelectKernel k, const float* p, std::size_t n, float threshold,
+                       std::uint32_t offset, std::uint32_t* out) {
+  switch (k) {
+#if defined(__SSE2__)
+    case SelectKernel::kSse2:
+      return select_sse2(p, n, threshold, offset, out);
+    case SelectKernel::kAvx2:
+      return select_avx2(p, n, threshold, offset, out);
+    case SelectKernel::kAvx512:
+      return select_avx512(p, n, threshold, offset, out);
+#endif
+    default:
+      return select_scalar_kernel(p, n, threshold, offset, out);
+  }
+}
+
+}  // namespace
+
+const char* to_string(SelectKernel k) {
+  switch (k) {
+    case SelectKernel::kScalar:
+      return "scalar";
+    case SelectKernel::kSse2:
+      return "sse2";
+    case SelectKernel::kAvx2:
+      return "avx2";
+    case SelectKernel::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool select_kernel_available(SelectKernel k) {
+  return cpu_has(k);
+}
+
+SelectKernel select_kernel_in_use() {
+  static const SelectKernel k = best_kernel();
+  return k;
+}
+
+std::size_t select_threshold_with(SelectKernel k, std::span<const float> part, float threshold,
+                                  std::uint32_t offset, std::uint32_t* out) {
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  return run_kernel(k, part.data(), part.size(), threshold, offset, out);
+}
+
+std::size_t select_threshold(std::span<const float> part, float threshold, std::uint32_t offset,
+                             std::uint32_t* out) {
+#if defined(__SSE2__)
+  static const Kernel kernel = [] {
+    switch (select_kernel_in_use()) {
+      case SelectKernel::kAvx512:
+        return static_cast<Kernel>(select_avx512);
+      case SelectKernel::kAvx2:
+        return static_cast<Kernel>(select_avx2);
+      default:
+        return static_cast<Kernel>(select_sse2);
+    }
+  }();
+  return kernel(part.data(), part.size(), threshold, offset, out);
+#else
+  return scalar_tail(part.data(), 0, part.size(), threshold, offset, out, 0);
+#endif
 }
 
 }  // namespace exdyna::core
