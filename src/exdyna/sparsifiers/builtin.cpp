@@ -2,7 +2,9 @@
 #include "exdyna/sparsifiers/cltk.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/hard_threshold.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/sparsifiers/sidco.hpp"
 #include "exdyna/sparsifiers/topk.hpp"
 
 namespace exdyna::sparsifiers {
@@ -14,6 +16,10 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<TopK>(c); });
   r.add("cltk", "cyclic local top-k (ScaleCom): the leader t mod n selects and broadcasts",
         [](const SparsifierConfig& c) { return std::make_unique<CltK>(c); });
+  r.add("hard-threshold", "a fixed threshold (default 1/(2 sqrt(k))) over the whole gradient",
+        [](const SparsifierConfig& c) { return std::make_unique<HardThreshold>(c); });
+  r.add("sidco", "SIDCo: multi-stage exponential fit of the threshold over the whole gradient",
+        [](const SparsifierConfig& c) { return std::make_unique<Sidco>(c); });
   r.add("exdyna", "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });
 }

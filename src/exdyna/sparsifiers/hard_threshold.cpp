@@ -1,0 +1,46 @@
+#include "exdyna/sparsifiers/hard_threshold.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "exdyna/core/selection.hpp"
+#include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/state_io.hpp"
+
+namespace exdyna::sparsifiers {
+
+HardThreshold::HardThreshold(const SparsifierConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+  threshold_ = cfg_.hard_threshold >= 0 ? cfg_.hard_threshold
+                                        : 1.0 / (2.0 * std::sqrt(static_cast<double>(cfg_.k())));
+}
+
+void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+                         core::StepStats& stats) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g,
+                   "hard-threshold: gradient has ", acc.size(),
+                   " elements, expected n_g = ", cfg_.n_g);
+  core::Stopwatch sw;
+  mine_.resize(acc.size());  // select_threshold needs room for every element
+  const std::size_t c =
+      core::select_threshold(acc, static_cast<float>(threshold_), 0, mine_.data());
+  stats.times.select += sw.lap();
+  stats.threshold = threshold_;
+  stats.k_target = cfg_.k();
+  stats.target_density = cfg_.density;
+  exchange_union(acc, std::span<const Index>(mine_.data(), c), {}, comm, cfg_.gather_mode, out,
+                 stats, bufs_);
+}
+
+std::string HardThreshold::fingerprint() const {
+  std::ostringstream os;
+  os.precision(17);
+  os << "hard-threshold;threshold=" << threshold_ << ";" << cfg_.fingerprint();
+  return os.str();
+}
+
+void HardThreshold::load_state(std::span<const std::byte> state) {
+  state_io::expect_end(state, 0, "hard-threshold");
+}
+
+}  // namespace exdyna::sparsifiers
