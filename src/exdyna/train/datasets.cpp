@@ -54,7 +54,7 @@ std::string default_data_dir(DatasetKind k) {
 
 namespace {
 
-std::string missing_hint(DatasetKind k, const std::string& dir) {
+std::string missing_hint(DatasetKind k) {
   std::string s;
   if (k == DatasetKind::kFashionMnist)
     s = "install the Debian package dataset-fashion-mnist (apt-get install dataset-fashion-mnist; "
@@ -72,7 +72,7 @@ std::string find_mnist_file(DatasetKind k, const std::string& dir, const std::st
   }
   throw DataError(detail::concat(to_string(k),
                                  " not found: ", (fs::path(dir) / (name + ".gz")).string(),
-                                 " does not exist; ", missing_hint(k, dir)));
+                                 " does not exist; ", missing_hint(k)));
 }
 
 ImageDataset load_mnist_like(DatasetKind k, const std::string& dir, bool train) {
@@ -166,7 +166,7 @@ ImageDataset load_cifar(DatasetKind k, const std::string& dir, bool train) {
     const auto p = fs::path(dir) / f;
     if (!fs::exists(p))
       throw DataError(detail::concat(to_string(k), " not found: ", p.string(), " does not exist; ",
-                                     missing_hint(k, dir), " (the binary version: ", files.front(),
+                                     missing_hint(k), " (the binary version: ", files.front(),
                                      ", ...)"));
     read_cifar_file(p.string(), label_bytes, d);
   }

@@ -1,0 +1,119 @@
+// `exdyna train`: data-parallel training of a libtorch model with any sparsifier on any engine.
+// With no arguments: the small CNN on Fashion-MNIST, 4 local workers (Gloo over 127.0.0.1 via the
+// launcher), ExDyna at d = 0.01 — the project's main job. Torch-free TU: the trainer's interface
+// hides libtorch.
+#include <iostream>
+#include <mutex>
+
+#include "exdyna/apps/commands.hpp"
+#include "exdyna/apps/engine_cli.hpp"
+#include "exdyna/core/error.hpp"
+#include "exdyna/train/trainer.hpp"
+
+namespace exdyna::apps {
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto* sub =
+      app.add_subcommand("train",
+                         "train a model data-parallel with gradient sparsification "
+                         "(default: small CNN on Fashion-MNIST, 4 workers, ExDyna at d = 0.01)");
+  struct State {
+    train::TrainOptions o;
+    EngineCli eng;
+    std::string gather = "padded", controller, balance;
+    std::vector<double> decay;
+    int threads = 1;
+  };
+  auto st = std::make_shared<State>();
+  auto& o = st->o;
+  o.epochs = 4;
+  o.batch_size = 32;
+  o.sgd.lr = 0.05;
+  o.sgd.momentum = 0.9;
+  o.sgd.weight_decay = 0;
+  o.out_dir = "exdyna-train-out";
+  st->eng.workers = 4;
+  sub->add_option("--sparsifier", o.sparsifier,
+                  "sparsifier name (exdyna, topk, cltk, hard-threshold, sidco, dense)")
+      ->capture_default_str();
+  sub->add_option("--density", o.sparse.density, "target density d in (0, 1]")
+      ->capture_default_str();
+  sub->add_option("--gather-mode", st->gather, "index all-gather: padded (paper) or exact")
+      ->capture_default_str();
+  sub->add_option("--controller", st->controller,
+                  "ExDyna threshold controller: paper or histogram");
+  sub->add_option("--balance", st->balance, "ExDyna partition balance: paper or exact");
+  sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, lstm")
+      ->capture_default_str();
+  sub->add_option("--dataset", o.dataset,
+                  "fashion-mnist, mnist, cifar10, cifar100, synthetic, text (embedded English "
+                  "corpus), wikitext2")
+      ->capture_default_str();
+  sub->add_option("--data-dir", o.data_dir,
+                  "directory holding the dataset's files (default: the Debian package's)");
+  sub->add_option("--epochs", o.epochs, "epochs")->capture_default_str();
+  sub->add_option("--max-steps", o.max_steps, "stop after this many steps in all (0: no limit)");
+  sub->add_option("--batch-size", o.batch_size, "batch size per worker")->capture_default_str();
+  sub->add_option("--bptt", o.bptt, "language models: tokens per sequence")->capture_default_str();
+  sub->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
+  sub->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
+  sub->add_flag("--nesterov", o.sgd.nesterov, "Nesterov momentum");
+  sub->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
+  sub->add_option("--warmup", o.schedule.warmup_epochs, "linear learning-rate warm-up, in epochs")
+      ->capture_default_str();
+  sub->add_option("--lr-decay", st->decay,
+                  "epochs at which the learning rate is multiplied by --lr-decay-factor");
+  sub->add_option("--lr-decay-factor", o.schedule.decay_factor, "step-decay factor")
+      ->capture_default_str();
+  sub->add_option("--clip", o.clip_norm, "clip the averaged update to this L2 norm (0: off)")
+      ->capture_default_str();
+  sub->add_option("--seed", o.seed, "seed of initial weights, shuffling and augmentation")
+      ->capture_default_str();
+  sub->add_option("--train-limit", o.train_limit, "use only the first N training samples (0: all)");
+  sub->add_option("--test-limit", o.test_limit, "use only the first N test samples (0: all)");
+  sub->add_option("--out", o.out_dir, "output directory (CSV, summary JSON, plots, checkpoints)")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-every", o.checkpoint_every,
+                  "write a checkpoint every N steps (0: never)");
+  sub->add_option("--resume", o.resume,
+                  "continue from a checkpoint (its directory, or the --out of a run)");
+  sub->add_option("--threads", st->threads, "libtorch intra-op threads per worker")
+      ->capture_default_str();
+  sub->add_flag("!--no-progress", o.progress, "no progress line");
+  sub->add_flag("!--no-plots", o.plots, "no gnuplot plots");
+  add_engine_options(sub, st->eng, true, "auto");
+
+  sub->callback([st, &action] {
+    action = [st] {
+      auto& o = st->o;
+      o.sparse.gather_mode = comm::parse_gather_mode(st->gather);
+      if (!st->controller.empty())
+        o.sparse.exdyna.controller = core::parse_controller(st->controller);
+      if (!st->balance.empty()) o.sparse.exdyna.balance = core::parse_balance(st->balance);
+      o.schedule.decay_epochs = st->decay;
+      o.validate();
+      EXDYNA_CHECK_ARG(st->threads > 0, "--threads ", st->threads, " is not valid; expected > 0");
+      train::set_torch_threads(st->threads);
+      // In process, the worker threads share one read-only copy of the data.
+      std::mutex mu;
+      std::shared_ptr<train::DataBundle> data;
+      return run_on_engine(st->eng, [&](comm::Communicator& c) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!data) data = std::make_shared<train::DataBundle>(train::load_data(o));
+        }
+        auto fp = base_fingerprint(c);
+        fp.add("model", o.model).add("dataset", o.dataset).add("sparsifier", o.sparsifier);
+        fp.add("config", o.sparse.fingerprint());
+        fp.add("batch_size", std::to_string(o.batch_size)).add("seed", std::to_string(o.seed));
+        fp.add("epochs", std::to_string(o.epochs)).add("lr", std::to_string(o.sgd.lr));
+        comm::check_same_configuration(c, fp);
+        c.set_timeout(st->eng.timeout());
+        const auto r = train::train_worker(o, c, data.get());
+        if (c.rank() == 0) std::cout << train::summary_table(o, c.size(), r) << std::flush;
+      });
+    };
+  });
+}
+
+}  // namespace exdyna::apps
