@@ -1,12 +1,8 @@
 #include "exdyna/apps/engine_cli.hpp"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <iostream>
 
-#include "exdyna/comm/engines/launcher.hpp"
-#include "exdyna/comm/local_group.hpp"
+#include "exdyna/comm/engines/runner.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::apps {
@@ -48,44 +44,13 @@ comm::Fingerprint base_fingerprint(const comm::Communicator& c) {
 }
 
 int run_on_engine(const EngineCli& e, const std::function<void(comm::Communicator&)>& body) {
-  const auto timeout = e.timeout();
-  const auto plan = comm::plan_engine(comm::parse_backend(e.backend), e.workers);
-  switch (plan) {
-    case comm::Plan::kInProcess:
-      comm::run_local(e.workers, body, timeout);
-      return 0;
-    case comm::Plan::kLaunch: {
-      comm::LaunchOptions lo;
-      lo.workers = e.workers;
-      lo.argv = comm::self_argv();
-      lo.all_ranks_output = e.all_ranks_output;
-      lo.timeout = timeout;
-      return comm::launch_local(lo);
-    }
-    case comm::Plan::kConnectMpi:
-    case comm::Plan::kConnectGloo:
-      break;
-  }
-  int rank = -1;
-  try {
-    comm::EngineOptions eo;
-    eo.timeout = timeout;
-    eo.listen_addr = e.listen;
-    auto c = comm::make_communicator(plan, eo);
-    rank = c->rank();
-    body(*c);
-    c.reset();  // orderly shutdown only after success
-    return 0;
-  } catch (const std::exception& ex) {
-    std::fflush(stdout);
-    if (rank >= 0)
-      std::fprintf(stderr, "exdyna: error: rank %d (%s): %s\n", rank, comm::to_string(plan),
-                   ex.what());
-    else
-      std::fprintf(stderr, "exdyna: error: %s: %s\n", comm::to_string(plan), ex.what());
-    std::fflush(stderr);
-    std::_Exit(2);
-  }
+  comm::RunOptions o;
+  o.backend = comm::parse_backend(e.backend);
+  o.workers = e.workers;
+  o.timeout = e.timeout();
+  o.all_ranks_output = e.all_ranks_output;
+  o.listen_addr = e.listen;
+  return comm::run_on_engine(o, body);
 }
 
 }  // namespace exdyna::apps

@@ -31,11 +31,7 @@ struct EngineCli {
 void add_engine_options(CLI::App* sub, EngineCli& e, bool add_workers = true,
                         const std::string& default_backend = "auto");
 
-// Runs body(comm) once per rank on the selected engine. Returns the process exit code: 0, or the
-// launcher's code when it started workers. In a multi-process worker, an exception is reported
-// with the rank and the process exits at once with code 2 (no orderly MPI_Finalize or Gloo
-// shutdown, which could block on peers still inside a collective; exiting closes our connections
-// so those peers fail fast). In process, the first rank's exception is rethrown.
+// Runs body(comm) once per rank on the selected engine: comm::run_on_engine (runner.hpp).
 int run_on_engine(const EngineCli& e, const std::function<void(comm::Communicator&)>& body);
 
 // The fields every command's startup fingerprint starts with: exdyna version and engine.

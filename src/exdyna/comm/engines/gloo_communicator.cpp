@@ -252,7 +252,7 @@ class GlooCommunicator final : public Communicator {
     const bool timed_out = msg.find("imed out") != std::string::npos;
     failure_ = detail::concat("gloo: rank ", rank(), ": ", op, " (collective #", seq_, ") ",
                               timed_out ? "timed out after " : "failed: ",
-                              timed_out ? std::to_string(timeout().count() / 1000.0) + " s" : msg,
+                              timed_out ? detail::concat(timeout().count() / 1000.0, " s") : msg,
                               timed_out ? " (" + msg + ")" : std::string(), diagnose());
     if (timed_out) throw TimeoutError(failure_);
     throw CommError(failure_);
@@ -278,7 +278,8 @@ class GlooCommunicator final : public Communicator {
       std::string list;
       for (auto r : missing) list += (list.empty() ? "" : ",") + std::to_string(r);
       return detail::concat("; rank(s) ", list,
-                            " did not report (dead or no longer calling collectives)");
+                            " did not report a failure within 1.5 s (dead, no longer calling "
+                            "collectives, or still waiting on another rank)");
     } catch (const std::exception&) {
       return "; the rendezvous store is unreachable (rank 0 may be gone)";
     }
