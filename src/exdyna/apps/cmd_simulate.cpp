@@ -61,6 +61,8 @@ void add_simulate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--balance", a.balance, "ExDyna partition balance: paper or exact")
       ->capture_default_str();
+  sub->add_option("--min-blk", a.cfg.sparse.exdyna.min_blk,
+                  "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))");
   sub->add_option("--initial-threshold", a.initial_threshold,
                   "ExDyna first threshold (default 1 / (2 sqrt(k)))");
   sub->add_option("--hard-threshold", a.hard_threshold,

@@ -228,6 +228,8 @@ Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
     s.mean_bytes_by_kind.padded_elements = bytes.padded_elements / n;
     s.mean_padded_elements = padded / static_cast<double>(n);
   }
+  for (std::size_t t = 0; t < ratio.size() && s.first_within < 0; ++t)
+    if (std::fabs(ratio[t] - 1.0) <= 0.1) s.first_within = static_cast<std::int64_t>(t);
   for (auto t = static_cast<std::int64_t>(ratio.size()); t > 0; --t) {
     if (std::fabs(ratio[static_cast<std::size_t>(t - 1)] - 1.0) > 0.1) break;
     s.settled_at = t - 1;
@@ -280,10 +282,14 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
       static_cast<unsigned long long>(s.mean_bytes_by_kind.allreduce),
       static_cast<unsigned long long>(s.mean_bytes_by_kind.broadcast));
   out("%-28s %12.1f\n", "padded elements", s.mean_padded_elements);
-  if (s.settled_at >= 0)
-    out("%-28s %12lld\n", "within +-10% from iteration", static_cast<long long>(s.settled_at));
+  if (s.first_within >= 0)
+    out("%-28s %12lld\n", "first within +-10% at", static_cast<long long>(s.first_within));
   else
-    out("%-28s %12s\n", "within +-10% from iteration", "never");
+    out("%-28s %12s\n", "first within +-10% at", "never");
+  if (s.settled_at >= 0)
+    out("%-28s %12lld\n", "stays within +-10% from", static_cast<long long>(s.settled_at));
+  else
+    out("%-28s %12s\n", "stays within +-10% from", "never");
   out("%-28s %12.2f s\n", "wall time", s.wall_s);
   os << "(times are per worker and iteration, means over workers; bytes are per worker)\n\n";
   out("%-16s %12s %12s %12s %12s\n", "iterations", "density/d", "min", "max", "f(t)");

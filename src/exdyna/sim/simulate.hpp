@@ -100,8 +100,9 @@ struct Summary {
   double mean_bytes = 0;  // per worker and iteration, every collective of the sparsifier
   core::ByteCounts mean_bytes_by_kind;  // the same, per collective (integer means)
   double mean_padded_elements = 0;
-  // First iteration from which every later one is within +-10% of the target; -1 when the last
-  // iteration is not.
+  // First iteration within +-10% of the target (-1: none), and the first from which every later
+  // one is (-1 when the last iteration is not).
+  std::int64_t first_within = -1;
   std::int64_t settled_at = -1;
   struct Window {
     std::int64_t begin = 0, end = 0;  // [begin, end)
