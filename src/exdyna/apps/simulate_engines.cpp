@@ -1,0 +1,66 @@
+#include "exdyna/apps/simulate_engines.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "exdyna/core/error.hpp"
+
+namespace exdyna::apps {
+
+namespace {
+
+std::string str(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std::ostream& os) {
+  config.validate();
+  const auto registry = sparsifiers::builtin_registry();
+  const auto names = registry.names();
+  EXDYNA_CHECK_ARG(std::find(names.begin(), names.end(), config.sparsifier) != names.end(),
+                   "unknown sparsifier '", config.sparsifier,
+                   "'; run exdyna simulate --help for the known ones");
+  const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+  auto src = sim::make_source(config);
+  if (!launched) {
+    // Deciding how many processes to start: the resolved count (a trace fixes it).
+    engine.workers = *sim::resolve(config, *src).workers;
+  } else if (!config.workers) {
+    engine.workers = 1;  // the launcher's world size, taken from the communicator below
+  } else {
+    engine.workers = *config.workers;
+  }
+  engine.timeout_s = config.timeout_s;
+  return run_on_engine(engine, [&](comm::Communicator& c) {
+    sim::SimulateConfig mine = config;
+    mine.workers = c.size();
+    const sim::SimulateConfig cfg = sim::resolve(mine, *src);
+
+    auto fp = base_fingerprint(c);
+    fp.add("sparsifier", cfg.sparsifier);
+    auto sc = cfg.sparse;
+    sc.n_g = src->n_g();
+    sc.world_size = c.size();
+    sc.rank = 0;
+    fp.add("config", sc.fingerprint());
+    fp.add("iterations", std::to_string(*cfg.iterations));
+    fp.add("trace", cfg.trace_dir.string());
+    if (cfg.trace_dir.empty()) {
+      fp.add("seed", std::to_string(cfg.seed));
+      fp.add("synthetic", cfg.synthetic_options().describe());
+    }
+    fp.add("global_error", cfg.measure_global_error ? "1" : "0");
+    fp.add("timeout_s", str(cfg.timeout_s));
+    comm::check_same_configuration(c, fp);
+
+    auto result = sim::run_worker(cfg, registry, *src, c);
+    if (c.rank() == 0) sim::report(os, cfg, *src, result);
+  });
+}
+
+}  // namespace exdyna::apps
