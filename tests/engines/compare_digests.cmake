@@ -1,5 +1,9 @@
-# Every digest file in DIR (one per rank and engine) must be byte-identical; EXPECTED_FILES of them.
-file(GLOB files ${DIR}/digest_*.txt)
+# Every file in DIR matching PATTERN (default digest_*.txt: one per rank and engine) must be
+# byte-identical; EXPECTED_FILES of them.
+if(NOT PATTERN)
+  set(PATTERN "digest_*.txt")
+endif()
+file(GLOB files ${DIR}/${PATTERN})
 list(LENGTH files n)
 if(NOT n EQUAL EXPECTED_FILES)
   message(FATAL_ERROR "found ${n} digest files in ${DIR}, expected ${EXPECTED_FILES}: ${files}")
@@ -17,4 +21,4 @@ foreach(f IN LISTS files)
     message(FATAL_ERROR "${f} differs from ${ref}:\n${d}")
   endif()
 endforeach()
-message("all ${n} digests identical (${len} bytes each)")
+message("all ${n} files identical (${len} bytes each)")

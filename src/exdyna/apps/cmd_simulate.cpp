@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "exdyna/apps/commands.hpp"
+#include "exdyna/apps/simulate_engines.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sim/simulate.hpp"
 
@@ -85,8 +86,22 @@ void add_simulate_command(CLI::App& app, Action& action) {
   sub->add_option("--timeout", a.cfg.timeout_s, "seconds before a blocked collective fails")
       ->capture_default_str();
 
-  sub->callback([&action, args, o_workers, o_iter, o_ng, o_blocks] {
-    action = [args, o_workers, o_iter, o_ng, o_blocks] {
+  // Engines (issue 3): local (in-process threads) stays the default; auto/gloo/mpi run one worker
+  // per process (simulate_engines.hpp). --workers and --timeout are the options above.
+  auto engine = std::make_shared<EngineCli>();
+  engine->backend = "local";
+  sub->add_option(
+         "--backend", engine->backend,
+         "engine: local (in-process threads), auto (mpi under mpirun, gloo under torchrun, "
+         "else launch --workers processes), mpi, gloo")
+      ->check(CLI::IsMember({"auto", "mpi", "gloo", "local"}))
+      ->capture_default_str();
+  sub->add_flag("--all-ranks-output", engine->all_ranks_output,
+                "local launch: show every rank's standard output (default: rank 0 only)");
+  sub->add_option("--listen", engine->listen, "gloo: address this rank listens on");
+
+  sub->callback([&action, args, o_workers, o_iter, o_ng, o_blocks, engine] {
+    action = [args, o_workers, o_iter, o_ng, o_blocks, engine] {
       auto& a = *args;
       auto cfg = a.cfg;
       // Unset options stay unset so a trace can supply workers and iterations.
@@ -104,6 +119,7 @@ void add_simulate_command(CLI::App& app, Action& action) {
       cfg.sparse.hard_threshold = a.hard_threshold;
       for (const auto& s : a.scale_steps)
         cfg.synthetic.scale_steps.push_back(sim::parse_scale_step(s));
+      if (engine->backend != "local") return simulate_on_engine(cfg, *engine, std::cout);
       return sim::simulate(cfg, sparsifiers::builtin_registry(), std::cout);
     };
   });
