@@ -1,6 +1,7 @@
 #include "exdyna/core/selection.hpp"
 
 #include <array>
+#include <bit>
 #include <cmath>
 
 #include "exdyna/core/error.hpp"
@@ -242,6 +243,180 @@ std::size_t select_threshold(std::span<const float> part, float threshold, std::
 #else
   return scalar_tail(part.data(), 0, part.size(), threshold, offset, out, 0);
 #endif
+}
+
+// ---- histogram ladder ----
+
+std::uint32_t ladder_key(float v, int mant_bits) {
+  return (std::bit_cast<std::uint32_t>(v) & 0x7fffffffu) >> (23 - mant_bits);
+}
+
+float ladder_value(std::uint32_t key, int mant_bits) {
+  return std::bit_cast<float>(key << (23 - mant_bits));
+}
+
+float LadderGrid::value(int j) const {
+  const std::int64_t key = static_cast<std::int64_t>(lo_key) + j;
+  const std::int64_t inf_key = 0x7f800000 >> (23 - mant_bits);
+  return ladder_value(static_cast<std::uint32_t>(key < inf_key ? key : inf_key), mant_bits);
+}
+
+std::size_t select_threshold_ladder_scalar(std::span<const float> part, float threshold,
+                                           std::uint32_t offset, std::uint32_t* out,
+                                           const LadderGrid& grid, std::int64_t* bins) {
+  const float lo = grid.value(0);
+  const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
+  std::size_t c = 0;
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const float a = std::fabs(part[i]);
+    if (a >= lo) {
+      const std::uint32_t b = ladder_key(a, grid.mant_bits) - grid.lo_key;
+      ++bins[b < top ? b : top];
+    }
+    if (a >= threshold) out[c++] = offset + static_cast<std::uint32_t>(i);
+  }
+  return c;
+}
+
+namespace {
+
+// Bins are counted in 32-bit lanes of four interleaved copies (so that runs of equal keys do not
+// serialise on one counter) and flushed to the caller's int64 bins at the end.
+// On the stack (at most 257 rungs, 4 KiB): the per-step path does not allocate.
+// 32-bit lanes are enough: a partition holds fewer than 2^32 elements.
+struct LocalBins {
+  static constexpr std::size_t kMaxRungs = 257;
+  explicit LocalBins(int rungs) : n(static_cast<std::size_t>(rungs)) {
+    EXDYNA_CHECK_ARG(n <= kMaxRungs, "ladder of ", n, " rungs; expected at most ", kMaxRungs);
+    c.fill(0);
+  }
+  void flush(std::int64_t* bins) const {
+    for (std::size_t j = 0; j < n; ++j) bins[j] += c[j] + c[n + j] + c[2 * n + j] + c[3 * n + j];
+  }
+  std::size_t n;
+  std::array<std::uint32_t, 4 * kMaxRungs> c;
+};
+
+#if defined(__SSE2__)
+// GCC's AVX-512 headers build unmasked ops from an "undefined" vector and then warn about it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) std::size_t ladder_avx512(const float* p, std::size_t n,
+                                                             float threshold, std::uint32_t offset,
+                                                             std::uint32_t* out,
+                                                             const LadderGrid& grid,
+                                                             LocalBins& lb) {
+  const __m512 thr = _mm512_set1_ps(threshold);
+  const __m512 lo = _mm512_set1_ps(grid.value(0));
+  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
+  const __m512i top = _mm512_set1_epi32(grid.rungs - 1);
+  const __m128i shift = _mm_cvtsi32_si128(23 - grid.mant_bits);
+  const __m512i step = _mm512_set1_epi32(16);
+  __m512i idx =
+      _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset)),
+                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  alignas(64) std::uint32_t keys[16];
+  std::uint32_t* const c0 = lb.c.data();
+  const std::size_t nb = lb.n;
+  std::size_t c = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4];
+    __mmask16 kl[4];
+    for (int j = 0; j < 4; ++j) {
+      a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
+      kl[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
+    }
+    if ((kl[0] | kl[1] | kl[2] | kl[3]) == 0) {
+      idx = _mm512_add_epi32(idx, _mm512_slli_epi32(step, 2));
+      continue;
+    }
+    for (int j = 0; j < 4; ++j) {
+      const __mmask16 kt = _mm512_cmp_ps_mask(a[j], thr, _CMP_GE_OQ);
+      _mm512_storeu_si512(out + c, _mm512_maskz_compress_epi32(kt, idx));
+      c += static_cast<std::size_t>(__builtin_popcount(kt));
+      idx = _mm512_add_epi32(idx, step);
+      if (kl[j] == 0) continue;
+      // Bin of each lane: min(key - lo_key, R - 1); lanes below rung 0 are masked off.
+      const __m512i key =
+          _mm512_sub_epi32(_mm512_srl_epi32(_mm512_castps_si512(a[j]), shift), lo_key);
+      _mm512_store_si512(keys, _mm512_maskz_compress_epi32(kl[j], _mm512_min_epu32(key, top)));
+      const int m = __builtin_popcount(kl[j]);
+      for (int q = 0; q < m; ++q) ++c0[(q & 3) * nb + keys[q]];
+    }
+  }
+  // Tail, one element at a time.
+  const float lo_s = grid.value(0);
+  const std::uint32_t top_s = static_cast<std::uint32_t>(grid.rungs - 1);
+  for (; i < n; ++i) {
+    const float v = std::fabs(p[i]);
+    if (v >= lo_s) {
+      const std::uint32_t b = ladder_key(v, grid.mant_bits) - grid.lo_key;
+      ++c0[b < top_s ? b : top_s];
+    }
+    if (v >= threshold) out[c++] = offset + static_cast<std::uint32_t>(i);
+  }
+  return c;
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Portable: the group of 16 is skipped when nothing reaches rung 0 (SSE2), else scalar.
+std::size_t ladder_generic(const float* p, std::size_t n, float threshold, std::uint32_t offset,
+                           std::uint32_t* out, const LadderGrid& grid, LocalBins& lb) {
+  const float lo_s = grid.value(0);
+  const std::uint32_t top_s = static_cast<std::uint32_t>(grid.rungs - 1);
+  std::uint32_t* const c0 = lb.c.data();
+  std::size_t c = 0, i = 0;
+  auto one = [&](std::size_t e) {
+    const float v = std::fabs(p[e]);
+    if (v >= lo_s) {
+      const std::uint32_t b = ladder_key(v, grid.mant_bits) - grid.lo_key;
+      ++c0[(e & 3) * lb.n + (b < top_s ? b : top_s)];
+    }
+    if (v >= threshold) out[c++] = offset + static_cast<std::uint32_t>(e);
+  };
+#if defined(__SSE2__)
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  const __m128 lo = _mm_set1_ps(lo_s);
+  for (; i + 16 <= n; i += 16) {
+    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask),
+                                           _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask)),
+                                _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask),
+                                           _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask)));
+    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;  // NaN-safe, as select_sse2
+    for (std::size_t e = i; e < i + 16; ++e) one(e);
+  }
+#endif
+  for (; i < n; ++i) one(i);
+  return c;
+}
+
+}  // namespace
+
+std::size_t select_threshold_ladder_with(SelectKernel k, std::span<const float> part,
+                                         float threshold, std::uint32_t offset, std::uint32_t* out,
+                                         const LadderGrid& grid, std::int64_t* bins) {
+  EXDYNA_CHECK_ARG(grid.rungs >= 2 && grid.mant_bits >= 0 && grid.mant_bits <= 10, "ladder of ",
+                   grid.rungs, " rungs with ", grid.mant_bits,
+                   " mantissa bits is not valid; expected >= 2 rungs and 0..10 bits");
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  LocalBins lb(grid.rungs);
+  std::size_t c;
+#if defined(__SSE2__)
+  if (k == SelectKernel::kAvx512)
+    c = ladder_avx512(part.data(), part.size(), threshold, offset, out, grid, lb);
+  else
+#endif
+    c = ladder_generic(part.data(), part.size(), threshold, offset, out, grid, lb);
+  lb.flush(bins);
+  return c;
+}
+
+std::size_t select_threshold_ladder(std::span<const float> part, float threshold,
+                                    std::uint32_t offset, std::uint32_t* out,
+                                    const LadderGrid& grid, std::int64_t* bins) {
+  return select_threshold_ladder_with(select_kernel_in_use(), part, threshold, offset, out, grid,
+                                      bins);
 }
 
 }  // namespace exdyna::core

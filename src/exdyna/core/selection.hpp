@@ -31,4 +31,35 @@ SelectKernel select_kernel_in_use();
 std::size_t select_threshold_with(SelectKernel k, std::span<const float> part, float threshold,
                                   std::uint32_t offset, std::uint32_t* out);
 
+// ---- The histogram ladder of issue 5 (ExDynaOptions::controller = kHistogram) ----
+//
+// Rungs sit on a grid of exactly representable floats: key(v) = bits(v) >> (23 - m) keeps the
+// exponent and the top m mantissa bits, so rung values are 2^(1/2^m) apart (m = 2: 4 rungs per
+// octave, 19% apart) and |x| >= value(K) holds exactly when key(|x|) >= K. Counting is then one
+// shift, a subtract and a clamp per element above the lowest rung, no compare per rung.
+struct LadderGrid {
+  int mant_bits = 2;         // m, 0..10
+  std::uint32_t lo_key = 0;  // key of rung 0
+  int rungs = 33;            // R
+  // Value of rung j (j may exceed R-1: the grid goes on).
+  float value(int j) const;
+};
+std::uint32_t ladder_key(float v, int mant_bits);  // of |v|
+float ladder_value(std::uint32_t key, int mant_bits);
+
+// select_threshold, and in the same pass over part: bins[j] += #{x : key(|x|) = lo_key + j} for
+// j < R - 1 and bins[R - 1] += #{x : key(|x|) >= lo_key + R - 1}; values below rung 0 and NaN
+// are not counted. bins has R entries, added to (not cleared).
+std::size_t select_threshold_ladder(std::span<const float> part, float threshold,
+                                    std::uint32_t offset, std::uint32_t* out,
+                                    const LadderGrid& grid, std::int64_t* bins);
+// With a given implementation: kAvx512, or the portable SSE2-skip version for any other value.
+std::size_t select_threshold_ladder_with(SelectKernel k, std::span<const float> part,
+                                         float threshold, std::uint32_t offset, std::uint32_t* out,
+                                         const LadderGrid& grid, std::int64_t* bins);
+// The same one element at a time (the tests' reference).
+std::size_t select_threshold_ladder_scalar(std::span<const float> part, float threshold,
+                                           std::uint32_t offset, std::uint32_t* out,
+                                           const LadderGrid& grid, std::int64_t* bins);
+
 }  // namespace exdyna::core

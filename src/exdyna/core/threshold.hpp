@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+
+#include "exdyna/core/selection.hpp"
 
 namespace exdyna::core {
 
@@ -20,5 +23,58 @@ inline double paper_next_threshold(double threshold, std::int64_t k, std::int64_
                                    double beta, double gamma) {
   return threshold * paper_scale_factor(k, k_actual, beta, gamma);
 }
+
+// Issue 5's histogram controller. Every worker counts, in its selection pass, how many |acc| of
+// its partition lie above each rung of a geometric ladder placed around the current threshold
+// (select_threshold_ladder); the bins ride along with the count all-gather. Partitions are
+// exclusive, so the summed bins are the exact global count at every rung, and the next threshold
+// is the one that would have selected k in this iteration: interpolated between the two rungs
+// that bracket k (log count against log threshold, i.e. a local power law), or the ladder's end
+// when k lies outside it.
+//
+// Only values above the lowest rung cost anything beyond the plain selection pass, so the ladder
+// reaches just `steady_down` rungs below the threshold while k stays bracketed (the threshold
+// moves little between iterations), and half the ladder below it after k fell under the ladder
+// (a cold start from too high a threshold, or a drop in gradient scale). Above the threshold the
+// ladder is free: those values are selected anyway.
+class HistogramController {
+ public:
+  // rungs R (odd, >= 3) spanning `span` either way: 2^m rungs per octave with
+  // m = round(log2((R - 1) / (2 log2 span))), clamped to 0..10.
+  HistogramController(int rungs, double span);
+
+  int rungs() const { return rungs_; }
+  int mant_bits() const { return mant_bits_; }
+  int down() const { return down_; }
+  int steady_down() const { return steady_down_; }
+  int wide_down() const { return (rungs_ - 1) / 2; }
+  void set_down(int d);  // from a checkpoint; throws InvalidArgument outside 0..R-1
+
+  // The trend carried between iterations (see next_threshold), for checkpoints.
+  double last_exact() const { return last_exact_; }
+  double log_trend() const { return log_trend_; }
+  void set_trend(double last_exact, double log_trend);
+
+  // The ladder for this threshold: rung `down()` is the grid value at or just below it.
+  LadderGrid grid(double threshold) const;
+
+  // bins: the summed bins of grid(threshold) over all workers. Returns the next threshold and
+  // chooses the next ladder's reach below it.
+  //
+  // The threshold that selected exactly k in iteration t is late for t+1 whenever |acc| drifts
+  // (error feedback grows the residual, gradients decay): while k stays bracketed, the smoothed
+  // log-ratio of successive exact thresholds, damped to 0.7, is applied once more as a
+  // prediction. A ratio
+  // outside [0.8, 1.25] is a jump (a scale step), not a drift, and resets the trend.
+  double next_threshold(double threshold, std::int64_t k, std::span<const std::int64_t> bins);
+
+ private:
+  int rungs_;
+  int mant_bits_;
+  int steady_down_;
+  int down_;
+  double last_exact_ = -1;  // last bracketed threshold that selects k, < 0: none
+  double log_trend_ = 0;
+};
 
 }  // namespace exdyna::core

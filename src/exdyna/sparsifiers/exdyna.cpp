@@ -64,8 +64,18 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
+// Alg. 3 moves blocks without knowing where the selections are, and min_blk = n_b / (4n) keeps
+// its walk from emptying a partition. Exact balance places boundaries from the selections
+// themselves; with the paper's min_blk a hot layer narrower than n_b / (4n) blocks cannot get a
+// partition of its own share, and f(t) stays high (docs/exdyna-controller.md: 1.37 instead of
+// 1.03 on the synthetic source). So exact balance defaults to one block; an explicit min_blk is
+// always honoured.
+double effective_min_blk(const core::ExDynaOptions& o) {
+  return o.balance == core::Balance::kExact && o.min_blk < 0 ? 1.0 : o.min_blk;
+}
+
 constexpr std::uint32_t kStateMagic = 0x31445845;  // "EXD1"
-constexpr std::uint32_t kStateVersion = 1;
+constexpr std::uint32_t kStateVersion = 2;
 
 }  // namespace
 
@@ -73,15 +83,24 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
     : cfg_(validated(cfg)),
       k_(cfg.k()),
       parts_(core::make_block_layout(cfg.n_g, cfg.world_size, cfg.exdyna.n_blocks), cfg.world_size,
-             cfg.exdyna.min_blk, cfg.exdyna.blk_move, cfg.exdyna.alpha),
+             effective_min_blk(cfg.exdyna), cfg.exdyna.blk_move, cfg.exdyna.alpha),
       threshold_(cfg.exdyna.initial_threshold > 0 ? cfg.exdyna.initial_threshold
                                                   : core::initial_threshold(cfg.k())),
       prev_counts_(static_cast<std::size_t>(cfg.world_size), 0) {
   if (!parts_.layout().note.empty() && cfg_.rank == 0)
     std::clog << "exdyna: " << parts_.layout().note << "\n";
   const std::size_t n = static_cast<std::size_t>(cfg_.world_size);
-  gather_mine_.resize(1);
-  gather_all_.resize(n);
+  std::size_t per_rank = 1;
+  if (cfg_.exdyna.controller == core::Controller::kHistogram) {
+    hist_.emplace(cfg_.exdyna.ladder_rungs, cfg_.exdyna.ladder_span);
+    bins_.resize(static_cast<std::size_t>(hist_->rungs()));
+    summed_bins_.resize(bins_.size());
+    per_rank += bins_.size();
+  }
+  if (cfg_.exdyna.balance == core::Balance::kExact)
+    block_hits_.resize(static_cast<std::size_t>(parts_.layout().n_blocks));
+  gather_mine_.resize(per_rank);
+  gather_all_.resize(n * per_rank);
   counts_.resize(n);
   // Room for the largest partition plus a margin, so early re-balancing does not reallocate.
   std::int64_t largest = 0;
@@ -119,9 +138,17 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   // Alg. 4 on this worker's partition.
   if (static_cast<std::int64_t>(idx_.size()) < range.size())
     idx_.resize(static_cast<std::size_t>(range.size()));
-  std::size_t mine = core::select_threshold(
-      acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size())),
-      thr, static_cast<std::uint32_t>(range.begin), idx_.data());
+  const auto part =
+      acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size()));
+  std::size_t mine;
+  if (hist_) {
+    // Same pass: the selection and the ladder's bins.
+    std::fill(bins_.begin(), bins_.end(), 0);
+    mine = core::select_threshold_ladder(part, thr, static_cast<std::uint32_t>(range.begin),
+                                         idx_.data(), hist_->grid(threshold_), bins_.data());
+  } else {
+    mine = core::select_threshold(part, thr, static_cast<std::uint32_t>(range.begin), idx_.data());
+  }
   if (mine == 0) {
     // Nothing passed: one deterministic index from this worker's own partition, so exclusivity
     // holds and every count stays positive.
@@ -131,9 +158,12 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.select += sw.lap();
 
   // Alg. 1 lines 11-13: counts, indices, then the summed values at the indices.
+  // The ladder's bins ride along with the count: one all-gather of 1 + R int64 per rank.
+  const std::size_t per_rank = gather_mine_.size();
   gather_mine_[0] = static_cast<std::int64_t>(mine);
+  std::copy(bins_.begin(), bins_.end(), gather_mine_.begin() + 1);
   comm.allgather_counts(gather_mine_, gather_all_);
-  for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i];
+  for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
   comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
                              out.indices);
   stats.times.allgather += sw.lap();
@@ -148,9 +178,34 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.k_per_worker.assign(counts_.begin(), counts_.end());
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
-  threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
-                                          cfg_.exdyna.gamma);
-  parts_.adjust_paper(counts_, t);
+  if (hist_) {
+    std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
+    for (int i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < summed_bins_.size(); ++j)
+        summed_bins_[j] += gather_all_[i * per_rank + 1 + j];
+    threshold_ = hist_->next_threshold(threshold_, k_, summed_bins_);
+  } else {
+    threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
+                                            cfg_.exdyna.gamma);
+  }
+  if (cfg_.exdyna.balance == core::Balance::kExact) {
+    // Every rank holds the same gathered indices, so every rank computes the same boundaries.
+    std::fill(block_hits_.begin(), block_hits_.end(), 0.0);
+    const auto& layout = parts_.layout();
+    // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
+    // times the next one's, and raw counts would let it dominate the smoothed load.
+    const double share = 1.0 / static_cast<double>(out.indices.size());
+    for (const Index i : out.indices) block_hits_[layout.block_of(i)] += share;
+    if (block_load_.empty()) {
+      block_load_ = block_hits_;
+    } else {
+      for (std::size_t b = 0; b < block_load_.size(); ++b)
+        block_load_[b] = (1.0 - kBalanceWeight) * block_load_[b] + kBalanceWeight * block_hits_[b];
+    }
+    parts_.balance_exact(block_load_);
+  } else {
+    parts_.adjust_paper(counts_, t);
+  }
   std::copy(counts_.begin(), counts_.end(), prev_counts_.begin());
   ++iteration_;
   stats.times.other += sw.lap();
@@ -166,6 +221,11 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put(threshold_);
   w.put_all(parts_.blocks());
   w.put_all(std::span<const std::int64_t>(prev_counts_));
+  // Issue 5's options: the ladder's reach and the smoothed block load (empty when unused).
+  w.put<std::int32_t>(hist_ ? hist_->down() : -1);
+  w.put<double>(hist_ ? hist_->last_exact() : -1.0);
+  w.put<double>(hist_ ? hist_->log_trend() : 0.0);
+  w.put_all(std::span<const double>(block_load_));
   return w.take();
 }
 
@@ -186,6 +246,18 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   const auto threshold = r.get<double>();
   const auto blocks = r.get_all<std::int64_t>(cfg_.world_size);
   auto prev = r.get_all<std::int64_t>(cfg_.world_size);
+  const auto down = r.get<std::int32_t>();
+  const auto last_exact = r.get<double>();
+  const auto log_trend = r.get<double>();
+  EXDYNA_CHECK_T(DataError, (down >= 0) == hist_.has_value(),
+                 "exdyna state was saved with controller ", down >= 0 ? "histogram" : "paper",
+                 "; this sparsifier uses ", core::to_string(cfg_.exdyna.controller));
+  const auto load_size = r.get<std::int64_t>();
+  EXDYNA_CHECK_T(DataError, load_size == 0 || load_size == parts_.layout().n_blocks,
+                 "exdyna state holds ", load_size,
+                 " block loads; expected 0 or n_b = ", parts_.layout().n_blocks);
+  std::vector<double> load(static_cast<std::size_t>(load_size));
+  for (auto& x : load) x = r.get<double>();
   EXDYNA_CHECK_T(DataError, r.done(), "exdyna state has trailing bytes");
   EXDYNA_CHECK_T(DataError, iteration >= 0 && threshold == threshold,
                  "exdyna state holds iteration ", iteration, " and threshold ", threshold,
@@ -194,6 +266,11 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   iteration_ = iteration;
   threshold_ = threshold;
   prev_counts_ = std::move(prev);
+  if (hist_) {
+    hist_->set_down(down);
+    hist_->set_trend(last_exact, log_trend);
+  }
+  block_load_ = std::move(load);
 }
 
 }  // namespace exdyna::sparsifiers

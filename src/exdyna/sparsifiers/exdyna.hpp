@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "exdyna/core/partition.hpp"
+#include "exdyna/core/threshold.hpp"
 #include "exdyna/sparsifiers/config.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
@@ -45,6 +47,15 @@ class ExDyna final : public Sparsifier {
   const core::Partitions& partitions() const { return parts_; }
   std::int64_t iteration() const { return iteration_; }
   std::int64_t k() const { return k_; }
+  // Histogram controller (null in paper mode) and exact balance's smoothed per-block counts
+  // (empty in paper mode or before the first step).
+  const core::HistogramController* histogram() const { return hist_ ? &*hist_ : nullptr; }
+  std::span<const double> block_load() const { return block_load_; }
+
+  // Exact balance smooths each block's share of the selections over iterations:
+  // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
+  // Poisson noise (see docs/exdyna-controller.md for the measured choice).
+  static constexpr double kBalanceWeight = 0.5;
 
  private:
   SparsifierConfig cfg_;
@@ -53,12 +64,17 @@ class ExDyna final : public Sparsifier {
   double threshold_;
   std::int64_t iteration_ = 0;
   std::vector<std::int64_t> prev_counts_;  // k_i of the last step, in worker order
+  std::optional<core::HistogramController> hist_;
+  std::vector<double> block_load_;  // exact balance: smoothed selections per block
 
   // Per-step buffers, kept between steps so the steady state does not allocate.
   std::vector<Index> idx_;
   std::vector<std::int64_t> gather_mine_;
   std::vector<std::int64_t> gather_all_;
   std::vector<std::int64_t> counts_;
+  std::vector<std::int64_t> bins_;         // this worker's ladder bins
+  std::vector<std::int64_t> summed_bins_;  // over all workers
+  std::vector<double> block_hits_;         // this step's selections per block
 };
 
 }  // namespace exdyna::sparsifiers

@@ -1,0 +1,252 @@
+// Issue 5's options of the exdyna sparsifier: the histogram controller (ladder kernel, exact
+// threshold from the summed ladder) and exact balance (equal shares of the gathered indices).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+#include <random>
+
+#include "exdyna/comm/local_group.hpp"
+#include "exdyna/core/selection.hpp"
+#include "exdyna/core/threshold.hpp"
+#include "exdyna/sparsifiers/exdyna.hpp"
+
+using namespace exdyna;
+using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
+
+TEST(Ladder, GridValuesAreExactAndKeysOrderLikeValues) {
+  EXPECT_EQ(ladder_value(ladder_key(0.75f, 2), 2), 0.75f);  // 1.10b x 2^-1 is on the 2-bit grid
+  EXPECT_EQ(ladder_value(ladder_key(0.8f, 2), 2), 0.75f);   // rounds down to the grid
+  EXPECT_EQ(ladder_key(-0.8f, 2), ladder_key(0.8f, 2));     // of |v|
+  LadderGrid g{2, ladder_key(0.5f, 2), 9};
+  EXPECT_EQ(g.value(0), 0.5f);
+  EXPECT_EQ(g.value(1), 0.625f);
+  EXPECT_EQ(g.value(4), 1.0f);
+  EXPECT_EQ(g.value(8), 2.0f);
+}
+
+TEST(Ladder, KernelsMatchTheScalarReference) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0, 1);
+  const LadderGrid grid{2, ladder_key(0.3f, 2), 33};
+  for (std::size_t len : {0, 1, 15, 16, 63, 64, 65, 200, 1001, 70'000}) {
+    std::vector<float> v(len);
+    for (auto& x : v) x = g(rng);
+    if (len > 10) {
+      v[3] = grid.value(5);   // exactly on a rung
+      v[7] = -grid.value(0);  // exactly on rung 0
+      v[9] = 1e30f;           // far above the top: counted in the last bin
+    }
+    for (float thr : {0.5f, 1.7f, 3.0f}) {
+      std::vector<std::uint32_t> ref(len + 1), out(len + 1, 0xdeadbeef);
+      std::vector<std::int64_t> rb(33, 0);
+      const auto nr = select_threshold_ladder_scalar(v, thr, 11, ref.data(), grid, rb.data());
+      for (auto k : {SelectKernel::kSse2, SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::int64_t> b(33, 7);  // added to, not cleared
+        const auto n = select_threshold_ladder_with(k, v, thr, 11, out.data(), grid, b.data());
+        ASSERT_EQ(n, nr) << to_string(k) << " length " << len;
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], ref[i]);
+        for (int j = 0; j < 33; ++j) ASSERT_EQ(b[j], rb[j] + 7) << to_string(k) << " bin " << j;
+        EXPECT_EQ(out[len], 0xdeadbeefu);
+      }
+      // The selection part is the plain kernel's.
+      std::vector<std::uint32_t> plain(len + 1);
+      EXPECT_EQ(select_threshold(v, thr, 11, plain.data()), nr);
+      // Bins are exact counts: count at or above rung j = #{|x| >= value(j)}.
+      std::int64_t above = 0;
+      for (int j = 32; j >= 1; --j) {
+        above += rb[j];
+        std::int64_t direct = 0;
+        for (float x : v) direct += std::fabs(x) >= grid.value(j);
+        ASSERT_EQ(above, direct) << "rung " << j;
+      }
+    }
+  }
+}
+
+TEST(HistogramController, DefaultLadderIsFourRungsPerOctave) {
+  HistogramController h(33, 16);
+  EXPECT_EQ(h.mant_bits(), 2);
+  EXPECT_EQ(h.wide_down(), 16);
+  EXPECT_THROW(HistogramController(2, 16), InvalidArgument);
+  EXPECT_THROW(HistogramController(33, 1.0), InvalidArgument);
+}
+
+// k values sit exactly on a rung and everything else far below: the next threshold is that rung.
+TEST(HistogramController, PicksTheExactThresholdOnAKnownDistribution) {
+  HistogramController h(33, 16);
+  const std::int64_t k = 1000;
+  std::vector<float> v(50'000, 0.01f);
+  for (std::int64_t i = 0; i < k; ++i)
+    v[static_cast<std::size_t>(i * 37)] = (i % 2 ? 0.75f : -0.75f);
+  const double thr = 0.8;
+  const auto grid = h.grid(thr);
+  std::vector<std::int64_t> bins(33, 0);
+  std::vector<std::uint32_t> out(v.size());
+  EXPECT_EQ(select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), grid, bins.data()),
+            0u);
+  EXPECT_EQ(h.next_threshold(thr, k, bins), 0.75);
+  EXPECT_EQ(h.down(), h.steady_down());
+}
+
+// A power law count(>= x) = N x^-3: log-log interpolation between rungs recovers the threshold
+// that selects k, to within one element's worth.
+TEST(HistogramController, InterpolatesAPowerLawTail) {
+  const std::int64_t N = 200'000, k = 2'000;
+  std::vector<float> v(static_cast<std::size_t>(N));
+  for (std::int64_t i = 0; i < N; ++i)
+    v[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::cbrt(static_cast<double>(N) / (i + 0.5)));
+  const double exact = std::cbrt(static_cast<double>(N) / k);  // k-th largest is about this
+  HistogramController h(33, 16);
+  for (double thr : {exact * 1.3, exact / 1.2}) {
+    std::vector<std::int64_t> bins(33, 0);
+    std::vector<std::uint32_t> out(v.size());
+    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data());
+    HistogramController fresh(33, 16);
+    const double next = fresh.next_threshold(thr, k, bins);
+    EXPECT_NEAR(next / exact, 1.0, 0.002) << "from " << thr;
+    std::int64_t selected = 0;
+    for (float x : v) selected += x >= static_cast<float>(next);
+    EXPECT_NEAR(static_cast<double>(selected), static_cast<double>(k), 0.005 * k);
+  }
+}
+
+TEST(HistogramController, OutsideTheLadderTakesItsEnd) {
+  HistogramController h(33, 16);
+  std::vector<std::int64_t> bins(33, 0);
+  // Nothing anywhere on the ladder: k lies below it.
+  const auto g = h.grid(1.0);
+  EXPECT_EQ(h.next_threshold(1.0, 10, bins), g.value(0));
+  EXPECT_EQ(h.down(), h.wide_down());  // and the next ladder reaches half its length down
+  // Everything above the top rung: k lies above it.
+  const auto g2 = h.grid(1.0);
+  bins.assign(33, 0);
+  bins[32] = 100;
+  EXPECT_EQ(h.next_threshold(1.0, 10, bins), g2.value(32));
+  EXPECT_EQ(h.down(), h.steady_down());
+}
+
+namespace {
+
+SparsifierConfig config(std::int64_t n_g, int n, int rank, Controller c, Balance b,
+                        std::int64_t n_blocks = 1024) {
+  SparsifierConfig cfg;
+  cfg.density = 0.01;
+  cfg.n_g = n_g;
+  cfg.world_size = n;
+  cfg.rank = rank;
+  cfg.exdyna.controller = c;
+  cfg.exdyna.balance = b;
+  cfg.exdyna.n_blocks = n_blocks;
+  cfg.exdyna.initial_threshold = 1.5;
+  return cfg;
+}
+
+}  // namespace
+
+// 16 blocks of 32 elements, 4 workers; block b holds w_b values of 10 (all selected):
+// w = 3 3 2 2 2 1 1 1 1 1 1 0 0 0 0 6 (24 in all). Equal shares of 6 need blocks {2, 3, 10, 1}.
+TEST(ExactBalance, EqualSharesOfAHandMadeIndexSet) {
+  const int n = 4;
+  const std::vector<int> w{3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6};
+  comm::run_local(n, [&](comm::Communicator& c) {
+    ExDyna ex(config(16 * 32, n, c.rank(), Controller::kPaper, Balance::kExact, 16));
+    EXPECT_EQ(ex.partitions().min_blk(), 1.0);  // exact balance's default
+    std::vector<float> acc(16 * 32, 0.0f);
+    for (int b = 0; b < 16; ++b)
+      for (int j = 0; j < w[b]; ++j) acc[b * 32 + j] = 10.0f;
+    SparseResult out;
+    StepStats s;
+    ex.step(acc, c, out, s);
+    EXPECT_EQ(s.k_total, 24);
+    EXPECT_EQ(
+        std::vector<std::int64_t>(ex.partitions().blocks().begin(), ex.partitions().blocks().end()),
+        (std::vector<std::int64_t>{2, 3, 10, 1}));
+    // The next step (same values: none was zeroed here) gives every worker exactly 6.
+    ex.step(acc, c, out, s);
+    EXPECT_EQ(s.k_per_worker, (std::vector<std::int64_t>{6, 6, 6, 6}));
+    EXPECT_DOUBLE_EQ(s.f_t, 1.0);
+  });
+}
+
+TEST(ExactBalance, ExplicitMinBlkIsHonoured) {
+  comm::run_local(2, [&](comm::Communicator& c) {
+    auto cfg = config(1 << 20, 2, c.rank(), Controller::kPaper, Balance::kExact);
+    cfg.exdyna.min_blk = 100;
+    ExDyna ex(cfg);
+    std::vector<float> acc(1 << 20, 0.0f);
+    for (int i = 0; i < 5000; ++i) acc[i] = 10.0f;  // everything in block 0 and 1
+    SparseResult out;
+    StepStats s;
+    ex.step(acc, c, out, s);
+    EXPECT_EQ(ex.partitions().blocks()[0], 100);
+  });
+}
+
+// Both options, alone and together: every rank agrees, a cold start from a threshold 16x too
+// low lands near k within a few steps, and save/load resumes bit-identically.
+class OptionModes : public ::testing::TestWithParam<std::pair<Controller, Balance>> {};
+
+TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
+  const auto [ctl, bal] = GetParam();
+  const int n = 4;
+  const std::int64_t n_g = 300'007;
+  std::mutex mu;
+  std::vector<double> thresholds;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    const int r = c.rank();
+    auto fill = [&](std::vector<float>& acc, std::int64_t t) {
+      std::mt19937 rng(static_cast<unsigned>(1000 * t + r));
+      std::exponential_distribution<float> e(1.0f);
+      for (std::int64_t i = 0; i < n_g; ++i)
+        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+    };
+    auto cfg = config(n_g, n, r, ctl, bal);
+    cfg.exdyna.initial_threshold = 0.3;  // far below the ~4.6 to 6 that selects 1%
+    ExDyna a(cfg);
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 8; ++t) {
+      fill(acc, t);
+      a.step(acc, c, out, s);
+    }
+    if (ctl == Controller::kHistogram) {
+      // Fresh data each step, no error feedback: the exact threshold of the last step is right.
+      EXPECT_NEAR(static_cast<double>(s.k_total) / static_cast<double>(a.k()), 1.0, 0.1);
+    }
+    if (bal == Balance::kExact) {
+      EXPECT_LT(s.f_t, 1.15);  // the hot fifth of the vector is split evenly
+    }
+    const auto state = a.save_state();
+    ExDyna b(cfg);
+    b.load_state(state);
+    EXPECT_EQ(b.save_state(), state);
+    for (std::int64_t t = 8; t < 12; ++t) {
+      fill(acc, t);
+      SparseResult oa, ob;
+      StepStats sa, sb;
+      a.step(acc, c, oa, sa);
+      b.step(acc, c, ob, sb);
+      ASSERT_EQ(oa.indices, ob.indices);
+      ASSERT_EQ(a.threshold(), b.threshold());
+    }
+    // A sparsifier with the other controller refuses this state.
+    auto other = cfg;
+    other.exdyna.controller =
+        ctl == Controller::kPaper ? Controller::kHistogram : Controller::kPaper;
+    ExDyna wrong(other);
+    EXPECT_THROW(wrong.load_state(state), DataError);
+    std::lock_guard<std::mutex> lock(mu);
+    thresholds.push_back(a.threshold());
+  });
+  for (double t : thresholds) EXPECT_EQ(t, thresholds[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OptionModes,
+                         ::testing::Values(std::pair{Controller::kHistogram, Balance::kPaper},
+                                           std::pair{Controller::kPaper, Balance::kExact},
+                                           std::pair{Controller::kHistogram, Balance::kExact}));
