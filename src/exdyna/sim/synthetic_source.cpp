@@ -9,6 +9,13 @@
 
 #include "exdyna/core/error.hpp"
 
+// The values must not depend on which instruction set the kernel below is dispatched to: GCC
+// contracts a * b + c into an FMA (one rounding instead of two) by default in C++ where FMA is
+// available (the AVX-512 clone), so contraction is switched off for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace exdyna::sim {
 
 namespace {
@@ -84,7 +91,7 @@ std::uint64_t worker_key(std::uint64_t seed, std::int64_t t, int w) {
 // Built for AVX2 too where the compiler can (ifunc dispatch at load time): the integer and IEEE
 // float operations used give the same bits in both versions.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void fill_kernel(float* __restrict g, const float* __restrict es, std::size_t n, std::uint64_t ks,
                  std::uint64_t kw, float a_s, float a_n) {
