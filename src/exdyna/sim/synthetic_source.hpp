@@ -26,7 +26,7 @@
 // Randomness is counter based: every variate is splitmix64 of (seed, t, w, i), so any (t, w) is
 // generated on its own, in any order, concurrently from many threads, and the same (seed, t, w, i)
 // always gives the same float (the log is a fixed polynomial, not libm), whichever engine or
-// process asks. About 2 ns per element on one core.
+// process asks. About 1.5 ns of CPU per element with the AVX-512 kernel.
 #pragma once
 
 #include <cstdint>
