@@ -357,6 +357,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // Which threshold-selection kernel the run-time dispatch picked on this CPU.
+  benchmark::AddCustomContext("select_kernel",
+                              exdyna::core::to_string(exdyna::core::select_kernel_in_use()));
   register_all();
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
