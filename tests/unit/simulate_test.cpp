@@ -68,11 +68,6 @@ WorkerResult run(const SimulateConfig& cfg, SimulateConfig* resolved = nullptr) 
   return run_in_process(r, sparsifiers::builtin_registry(), *src);
 }
 
-bool registered(const std::string& name) {
-  const auto names = sparsifiers::builtin_registry().names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -106,8 +101,7 @@ class DecisionsColumns : public ::testing::TestWithParam<int> {};
 
 TEST_P(DecisionsColumns, HeaderAndRowsHaveExactlyTheIssuesColumns) {
   const int n = GetParam();
-  for (const std::string sp : {"dense", "exdyna"}) {
-    if (!registered(sp)) continue;
+  for (const std::string sp : {"dense", "topk", "exdyna"}) {
     const auto res = run(small_config(sp, n, 5000, 6));
     const auto rows = parse_csv(decisions_csv(res.steps, n));
     ASSERT_EQ(rows.size(), 7u);
@@ -129,7 +123,7 @@ TEST_P(DecisionsColumns, HeaderAndRowsHaveExactlyTheIssuesColumns) {
         return std::stoll(
             rows[r][static_cast<std::size_t>(5 + i + n * (prefix[0] == 'a' ? 1 : 2))]);
       };
-      if (sp == "dense") {
+      if (sp != "exdyna") {  // no partitions
         for (int i = 0; i < n; ++i) {
           EXPECT_EQ(col("alloc", i), -1);
           EXPECT_EQ(col("blocks", i), 0);
@@ -169,8 +163,7 @@ TEST(Simulate, StatsCsvHasAColumnForEveryField) {
 }
 
 TEST(Simulate, RunsAreDeterministicAndEveryRankRecordsTheSameDecisions) {
-  for (const std::string sp : {"exdyna", "topk", "dense"}) {
-    if (!registered(sp)) continue;
+  for (const std::string sp : {"exdyna", "topk", "cltk", "hard-threshold", "sidco", "dense"}) {
     auto cfg = small_config(sp, 4, 3000, 12);
     auto src = make_source(cfg);
     const auto r = resolve(cfg, *src);
@@ -186,8 +179,7 @@ TEST(Simulate, RunsAreDeterministicAndEveryRankRecordsTheSameDecisions) {
 }
 
 TEST_F(TempDir, ATraceOfTheSyntheticStreamReplaysToTheSameDecisions) {
-  const std::string sp = registered("exdyna") ? "exdyna" : "dense";
-  auto cfg = small_config(sp, 3, 2000, 8);
+  auto cfg = small_config("exdyna", 3, 2000, 8);
   SyntheticSource syn(cfg.synthetic_options());
   write_trace(dir_ / "trace", syn, 3, 8);
   const auto from_synthetic = decisions_csv(run(cfg).steps, 3);
@@ -306,6 +298,7 @@ TEST_F(TempDir, BadInputIsRefusedBeforeTheRunWithItsValue) {
 
 TEST(Simulate, SummaryNumbers) {
   SimulateConfig cfg = small_config("x", 2, 1000, 4);
+  cfg.synthetic.scale_steps = {{3, 0.1}, {100, 2.0}};  // the second lies beyond the run
   WorkerResult r;
   const double ratios[] = {3.0, 1.05, 0.95, 1.0, 0.8, 1.0, 1.09};
   for (std::size_t t = 0; t < 7; ++t) {
@@ -332,6 +325,11 @@ TEST(Simulate, SummaryNumbers) {
   EXPECT_DOUBLE_EQ(s.mean_padded_elements, 4.0);
   EXPECT_EQ(s.settled_at, 5);  // 0.8 at iteration 4 is the last excursion
   EXPECT_EQ(s.first_within, 1);
+  ASSERT_EQ(s.recoveries.size(), 1u);
+  EXPECT_EQ(s.recoveries[0].iteration, 3);
+  EXPECT_EQ(s.recoveries[0].first_within, 0);
+  EXPECT_EQ(s.recoveries[0].settled, 2);
+  EXPECT_TRUE(std::isnan(s.density_ratio_after_warmup)) << "7 iterations: no warm-up window";
   ASSERT_EQ(s.windows.size(), 7u);
   EXPECT_NEAR(s.windows[4].density_ratio.mean, 0.8, 1e-12);
   std::ostringstream os;
@@ -346,7 +344,6 @@ TEST(Simulate, SummaryNumbers) {
 class ExDynaDensity : public ::testing::TestWithParam<double> {};
 
 TEST_P(ExDynaDensity, MeanOverIterations500To2000IsWithinTenPercent) {
-  if (!registered("exdyna")) GTEST_SKIP() << "exdyna is not registered";
   const double d = GetParam();
   auto cfg = small_config("exdyna", 8, std::int64_t{1} << 17, 2001);
   cfg.sparse.density = d;

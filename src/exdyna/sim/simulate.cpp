@@ -12,6 +12,7 @@
 #include <limits>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
@@ -228,11 +229,40 @@ Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
     s.mean_bytes_by_kind.padded_elements = bytes.padded_elements / n;
     s.mean_padded_elements = padded / static_cast<double>(n);
   }
-  for (std::size_t t = 0; t < ratio.size() && s.first_within < 0; ++t)
-    if (std::fabs(ratio[t] - 1.0) <= 0.1) s.first_within = static_cast<std::int64_t>(t);
-  for (auto t = static_cast<std::int64_t>(ratio.size()); t > 0; --t) {
-    if (std::fabs(ratio[static_cast<std::size_t>(t - 1)] - 1.0) > 0.1) break;
-    s.settled_at = t - 1;
+  const auto within = [&](std::size_t t) { return std::fabs(ratio[t] - 1.0) <= 0.1; };
+  // First iteration >= from within the band, and the first from which it stays until `to`.
+  const auto first_and_settled = [&](std::size_t from, std::size_t to) {
+    std::pair<std::int64_t, std::int64_t> r{-1, -1};
+    for (std::size_t t = from; t < to && r.first < 0; ++t)
+      if (within(t)) r.first = static_cast<std::int64_t>(t);
+    for (std::size_t t = to; t > from && within(t - 1); --t)
+      r.second = static_cast<std::int64_t>(t - 1);
+    return r;
+  };
+  std::tie(s.first_within, s.settled_at) = first_and_settled(0, ratio.size());
+  if (s.iterations > Summary::kWarmup) {
+    const auto w = static_cast<std::size_t>(Summary::kWarmup);
+    s.density_ratio_after_warmup = range_of(std::span<const double>(ratio).subspan(w)).mean;
+    s.f_t_after_warmup = range_of(std::span<const double>(ft).subspan(w)).mean;
+  } else {
+    s.density_ratio_after_warmup = s.f_t_after_warmup = std::nan("");
+  }
+  if (cfg.trace_dir.empty()) {
+    auto steps_sorted = cfg.synthetic.scale_steps;
+    std::sort(steps_sorted.begin(), steps_sorted.end(),
+              [](const ScaleStep& a, const ScaleStep& b) { return a.iteration < b.iteration; });
+    for (std::size_t j = 0; j < steps_sorted.size(); ++j) {
+      const auto& st = steps_sorted[j];
+      if (st.iteration <= 0 || st.iteration >= s.iterations) continue;
+      // Up to the next step (or the end of the run).
+      std::int64_t end = s.iterations;
+      if (j + 1 < steps_sorted.size())
+        end = std::min(end, std::max(st.iteration, steps_sorted[j + 1].iteration));
+      const auto [first, settled] =
+          first_and_settled(static_cast<std::size_t>(st.iteration), static_cast<std::size_t>(end));
+      s.recoveries.push_back({st.iteration, st.factor, first < 0 ? -1 : first - st.iteration,
+                              settled < 0 ? -1 : settled - st.iteration});
+    }
   }
   const std::int64_t nw = std::min<std::int64_t>(10, s.iterations);
   for (std::int64_t w = 0; w < nw; ++w) {
@@ -274,7 +304,7 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
   os << "\n";
   out("%-28s %12.4f ms\n", "selection time", s.mean_select_s * 1e3);
   out("%-28s %12.4f ms\n", "non-communication time", s.mean_non_comm_s * 1e3);
-  out("%-28s %12.4f ms\n", "error-feedback step time", s.mean_step_s * 1e3);
+  out("%-28s %12.4f ms\n", "step time (with waits)", s.mean_step_s * 1e3);
   out("%-28s %12.0f (counts %llu, indices %llu, values %llu, broadcast %llu)\n",
       "bytes per iteration", s.mean_bytes,
       static_cast<unsigned long long>(s.mean_bytes_by_kind.allgather_counts),
@@ -290,6 +320,15 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
     out("%-28s %12lld\n", "stays within +-10% from", static_cast<long long>(s.settled_at));
   else
     out("%-28s %12s\n", "stays within +-10% from", "never");
+  for (const auto& r : s.recoveries) {
+    char what[64];
+    std::snprintf(what, sizeof what, "after x%g at %lld: back in", r.factor,
+                  static_cast<long long>(r.iteration));
+    out("%-28s %12lld iterations, stays from %lld\n", what, static_cast<long long>(r.first_within),
+        static_cast<long long>(r.settled));
+  }
+  out("%-28s %12.4f\n", "density / target from it. 10", s.density_ratio_after_warmup);
+  out("%-28s %12.4f\n", "f(t) from iteration 10", s.f_t_after_warmup);
   out("%-28s %12.2f s\n", "wall time", s.wall_s);
   os << "(times are per worker and iteration, means over workers; bytes are per worker)\n\n";
   out("%-16s %12s %12s %12s %12s\n", "iterations", "density/d", "min", "max", "f(t)");

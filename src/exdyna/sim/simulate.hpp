@@ -104,6 +104,19 @@ struct Summary {
   // one is (-1 when the last iteration is not).
   std::int64_t first_within = -1;
   std::int64_t settled_at = -1;
+  // The same means from iteration kWarmup on (issue 5 judges a controller after a short warm-up);
+  // NaN when the run is not longer than that.
+  static constexpr std::int64_t kWarmup = 10;
+  double density_ratio_after_warmup = 0;
+  double f_t_after_warmup = 0;
+  // For each scale step of the synthetic source inside the run: iterations from the step until the
+  // density is first back within +-10% (-1: never), and until it stays there (-1: it does not).
+  struct Recovery {
+    std::int64_t iteration = 0;
+    double factor = 1;
+    std::int64_t first_within = -1, settled = -1;
+  };
+  std::vector<Recovery> recoveries;
   struct Window {
     std::int64_t begin = 0, end = 0;  // [begin, end)
     Range density_ratio;
