@@ -2,7 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <arpa/inet.h>
+#include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,11 +142,22 @@ class GlooCommunicator final : public Communicator {
       send_.assign(block, std::byte{0});
       if (my) std::memcpy(send_.data(), mine, my);
       recv_.resize(block * n);
-      std::vector<at::Tensor> in{bytes_tensor(send_.data(), block)};
-      std::vector<std::vector<at::Tensor>> outs(1);
-      for (std::size_t r = 0; r < n; ++r)
-        outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
-      run("allgather_list (padded)", [&] { return pg_->allgather(outs, in); });
+      if (cfg_.via_c10d) {
+        std::vector<at::Tensor> in{bytes_tensor(send_.data(), block)};
+        std::vector<std::vector<at::Tensor>> outs(1);
+        for (std::size_t r = 0; r < n; ++r)
+          outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
+        run("allgather_list (padded)", [&] { return pg_->allgather(outs, in); });
+      } else {
+        direct("allgather_list (padded)", [&](std::uint32_t tag) {
+          ::gloo::AllgatherOptions o(pg_->context());
+          o.setTag(tag);
+          o.setTimeout(timeout());
+          o.setInput(reinterpret_cast<std::uint8_t*>(send_.data()), block);
+          o.setOutput(reinterpret_cast<std::uint8_t*>(recv_.data()), block * n);
+          ::gloo::allgather(o);
+        });
+      }
       auto* dst = static_cast<std::byte*>(out);
       for (std::size_t r = 0; r < n; ++r) {
         const auto b = static_cast<std::size_t>(counts[r]) * elem_size;
@@ -156,23 +172,28 @@ class GlooCommunicator final : public Communicator {
     for (std::size_t r = 0; r < n; ++r)
       total += sizes[r] = static_cast<std::size_t>(counts[r]) * elem_size;
     if (total == 0) return;
-    const char* op = "allgather_list (exact)";
-    check_usable(op);
-    ++seq_;
-    try {
+    direct("allgather_list (exact)", [&](std::uint32_t tag) {
       ::gloo::AllgathervOptions o(pg_->context());
-      // Tags of c10d's own collectives count up from 0; ours live in the upper half.
-      o.setTag(0x80000000u | static_cast<std::uint32_t>(seq_ & 0x7fffffff));
+      o.setTag(tag);
       o.setTimeout(timeout());
       o.setInput(static_cast<std::uint8_t*>(const_cast<void*>(mine)), my);
       o.setOutput(static_cast<std::uint8_t*>(out), sizes);
       ::gloo::allgatherv(o);
-    } catch (const std::exception& e) {
-      fail(op, e.what());
-    }
+    });
   }
 
   void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    if (!cfg_.via_c10d) {
+      direct("allgather_counts", [&](std::uint32_t tag) {
+        ::gloo::AllgatherOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        o.setInput(const_cast<std::int64_t*>(mine.data()), mine.size());
+        o.setOutput(out.data(), out.size());
+        ::gloo::allgather(o);
+      });
+      return;
+    }
     std::vector<at::Tensor> in{at::from_blob(const_cast<std::int64_t*>(mine.data()),
                                              {static_cast<std::int64_t>(mine.size())}, at::kLong)};
     std::vector<std::vector<at::Tensor>> outs(1);
@@ -191,6 +212,17 @@ class GlooCommunicator final : public Communicator {
 
   void do_broadcast(std::span<std::byte> data, int root) override {
     if (data.empty()) return;
+    if (!cfg_.via_c10d) {
+      direct("broadcast", [&](std::uint32_t tag) {
+        ::gloo::BroadcastOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        o.setRoot(root);
+        o.setOutput(reinterpret_cast<std::uint8_t*>(data.data()), data.size());
+        ::gloo::broadcast(o);
+      });
+      return;
+    }
     std::vector<at::Tensor> t{bytes_tensor(data.data(), data.size())};
     c10d::BroadcastOptions o;
     o.rootRank = root;
@@ -199,6 +231,15 @@ class GlooCommunicator final : public Communicator {
   }
 
   void do_barrier() override {
+    if (!cfg_.via_c10d) {
+      direct("barrier", [&](std::uint32_t tag) {
+        ::gloo::BarrierOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        ::gloo::barrier(o);
+      });
+      return;
+    }
     c10d::BarrierOptions o;
     o.timeout = timeout();
     run("barrier", [&] { return pg_->barrier(o); });
@@ -220,6 +261,19 @@ class GlooCommunicator final : public Communicator {
   template <typename T>
   void allreduce(T* data, std::size_t n, at::ScalarType type) {
     if (n == 0) return;
+    if (!cfg_.via_c10d) {
+      // In place, the way ProcessGroupGloo calls it: same algorithm, same summation order.
+      direct("allreduce_sum", [&](std::uint32_t tag) {
+        ::gloo::AllreduceOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        o.setOutput(data, n);
+        o.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&::gloo::sum<T>));
+        ::gloo::allreduce(o);
+      });
+      return;
+    }
     std::vector<at::Tensor> t{at::from_blob(data, {static_cast<std::int64_t>(n)}, type)};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
@@ -231,6 +285,20 @@ class GlooCommunicator final : public Communicator {
     if (!failure_.empty())
       throw CommError(detail::concat("gloo: rank ", rank(), ": ", op,
                                      " called after an earlier failure: ", failure_));
+  }
+
+  // Runs one Gloo algorithm on the calling thread, on the process group's context, with the
+  // communicator's timeout. Tags of c10d's own collectives count up from 0; ours live in the upper
+  // half, so the two paths never share a slot.
+  template <typename Body>
+  void direct(const char* op, Body&& body) {
+    check_usable(op);
+    ++seq_;
+    try {
+      body(0x80000000u | static_cast<std::uint32_t>(seq_ & 0x7fffffff));
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
   }
 
   // Issues one c10d collective and waits for it. Gloo's own timeout (the same value) normally
@@ -303,6 +371,10 @@ GlooConfig GlooConfig::from_env() {
   c.world_size = env_int("WORLD_SIZE", nullptr);
   c.local_rank = env_int("LOCAL_RANK", "0");
   c.listen_addr = env_or("EXDYNA_LISTEN_ADDR", "");
+  const std::string path = env_or("EXDYNA_GLOO_PATH", "c10d");
+  EXDYNA_CHECK_ARG(path == "direct" || path == "c10d", "EXDYNA_GLOO_PATH='", path,
+                   "' is not valid; expected direct or c10d");
+  c.via_c10d = path == "c10d";
   return c;
 }
 

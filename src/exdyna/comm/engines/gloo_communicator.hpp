@@ -2,12 +2,17 @@
 // rendezvous through c10d's TCPStore configured the way torchrun configures PyTorch (MASTER_ADDR,
 // MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK).
 //
-//   all-reduce            ProcessGroupGloo::allreduce (SUM), in place on the caller's buffer
-//   padded all-gather     ProcessGroupGloo::allgather of equal-size tensors of max(counts) elements
-//   exact all-gather      gloo::allgatherv on the process group's own Gloo context, with each
-//                         rank's true byte count: no padding on the wire (c10d's allgather
-//                         requires equal sizes, so it cannot express this)
-//   broadcast, barrier    ProcessGroupGloo::broadcast / barrier
+// ProcessGroupGloo provides the rendezvous, the full mesh of connections and the Gloo context; the
+// collectives run through ProcessGroupGloo (default) or run the same Gloo algorithms directly on
+// that context (via_c10d = false):
+//   all-reduce            ProcessGroupGloo::allreduce (SUM), in place   (direct: gloo::allreduce)
+//   padded all-gather     ProcessGroupGloo::allgather of equal-size tensors of max(counts)
+//                         elements: the padding really travels           (direct: gloo::allgather)
+//   exact all-gather      gloo::allgatherv with each rank's true byte count on the group's
+//                         context, on both paths: c10d's allgather insists on equal sizes, so
+//                         it cannot send uneven lists without padding
+//   broadcast, barrier    ProcessGroupGloo::broadcast / barrier  (direct: gloo::broadcast /
+//   barrier)
 //
 // Every call waits with the communicator's timeout; the process group's own Gloo timeout is the
 // same, so a dead or stalled peer ends the call with an error naming the operation. After a
@@ -35,10 +40,15 @@ struct GlooConfig {
   // address (one machine), else this machine's hostname as it resolves (several machines).
   std::string listen_addr;
   std::chrono::milliseconds timeout{300'000};
+  // true (default): collectives go through ProcessGroupGloo's public API (work queue, worker
+  // thread). false (EXDYNA_GLOO_PATH=direct): the same Gloo algorithms run on the process group's
+  // context on the calling thread, saving two thread hand-offs per call. Results are identical
+  // (tests/engines); on this 2-core machine the difference drowns in scheduling noise.
+  bool via_c10d = true;
 
   // Reads MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500), RANK, WORLD_SIZE (both
-  // required), LOCAL_RANK (default 0) and EXDYNA_LISTEN_ADDR; throws InvalidArgument naming a
-  // missing or malformed variable.
+  // required), LOCAL_RANK (default 0), EXDYNA_LISTEN_ADDR and EXDYNA_GLOO_PATH (direct | c10d);
+  // throws InvalidArgument naming a missing or malformed variable.
   static GlooConfig from_env();
   void validate() const;
 };
