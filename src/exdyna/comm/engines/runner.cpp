@@ -46,7 +46,7 @@ int run_on_engine(const RunOptions& opt, const std::function<void(Communicator&)
     if (rank >= 0)
       std::fprintf(stderr, "exdyna: error: rank %d (%s): %s\n", rank, to_string(plan), ex.what());
     else
-      std::fprintf(stderr, "exdyna: error: %s: %s\n", to_string(plan), ex.what());
+      std::fprintf(stderr, "exdyna: error: %s\n", ex.what());
     std::fflush(stderr);
     std::_Exit(2);
   }
