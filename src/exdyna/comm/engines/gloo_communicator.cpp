@@ -26,6 +26,8 @@ namespace exdyna::comm {
 
 namespace {
 
+constexpr std::chrono::milliseconds kMinRendezvous{30'000};
+
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return (v && *v) ? std::string(v) : std::string(fallback ? fallback : "");
@@ -90,7 +92,10 @@ class GlooCommunicator final : public Communicator {
     so.isServer = server;
     so.numWorkers = static_cast<std::size_t>(cfg.world_size);
     so.waitWorkers = false;  // the process group's rendezvous waits for everyone anyway
-    so.timeout = cfg.timeout;
+    // Start-up (processes loading libtorch, connecting the full mesh) is not a collective and can
+    // be slow on a loaded machine: it gets at least kMinRendezvous even when --timeout is short.
+    const auto rdv = std::max(cfg.timeout, kMinRendezvous);
+    so.timeout = rdv;
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(cfg.master_addr, so);
     } catch (const std::exception& e) {
@@ -100,10 +105,11 @@ class GlooCommunicator final : public Communicator {
             " (in use? choose another MASTER_PORT): ", first_line(e.what())));
       throw CommError(detail::concat("gloo: rank ", cfg.rank,
                                      " could not reach the rendezvous store at ", cfg.master_addr,
-                                     ":", cfg.master_port, " within ", cfg.timeout.count() / 1000.0,
+                                     ":", cfg.master_port, " within ", rdv.count() / 1000.0,
                                      " s (is rank 0 running?): ", first_line(e.what())));
     }
-    auto opts = c10d::ProcessGroupGloo::Options::create(cfg.timeout);
+    // The process group's default timeout bounds the mesh set-up; every collective passes its own.
+    auto opts = c10d::ProcessGroupGloo::Options::create(rdv);
     std::string listen = cfg.listen_addr;
     if (listen.empty() && is_loopback(cfg.master_addr)) listen = "127.0.0.1";
     try {
@@ -120,8 +126,8 @@ class GlooCommunicator final : public Communicator {
       pg_ = c10::make_intrusive<GlooGroup>(prefixed, cfg.rank, cfg.world_size, opts);
     } catch (const std::exception& e) {
       throw CommError(detail::concat("gloo: rank ", cfg.rank, " could not connect to its ",
-                                     cfg.world_size - 1, " peers within ",
-                                     cfg.timeout.count() / 1000.0, " s: ", first_line(e.what())));
+                                     cfg.world_size - 1, " peers within ", rdv.count() / 1000.0,
+                                     " s: ", first_line(e.what())));
     }
   }
 
@@ -147,7 +153,9 @@ class GlooCommunicator final : public Communicator {
         std::vector<std::vector<at::Tensor>> outs(1);
         for (std::size_t r = 0; r < n; ++r)
           outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
-        run("allgather_list (padded)", [&] { return pg_->allgather(outs, in); });
+        c10d::AllgatherOptions ao;
+        ao.timeout = timeout();
+        run("allgather_list (padded)", [&] { return pg_->allgather(outs, in, ao); });
       } else {
         direct("allgather_list (padded)", [&](std::uint32_t tag) {
           ::gloo::AllgatherOptions o(pg_->context());
@@ -200,7 +208,9 @@ class GlooCommunicator final : public Communicator {
     for (int r = 0; r < size(); ++r)
       outs[0].push_back(at::from_blob(out.data() + static_cast<std::size_t>(r) * mine.size(),
                                       {static_cast<std::int64_t>(mine.size())}, at::kLong));
-    run("allgather_counts", [&] { return pg_->allgather(outs, in); });
+    c10d::AllgatherOptions ao;
+    ao.timeout = timeout();
+    run("allgather_counts", [&] { return pg_->allgather(outs, in, ao); });
   }
 
   void do_allreduce_f32(std::span<float> data) override {
@@ -301,15 +311,17 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  // Issues one c10d collective and waits for it. Gloo's own timeout (the same value) normally
-  // fires first, with its own message; the wait's slack only guards against a lost completion.
+  // Issues one c10d collective and waits for it with exactly the communicator's timeout.
+  // ProcessGroupGloo 1.13 runs its algorithms with the group's default timeout (the longer
+  // rendezvous one), not the per-call option, so this wait is what enforces --timeout; a collective
+  // left running after a timeout belongs to a communicator that refuses further calls.
   template <typename Issue>
   void run(const char* op, Issue&& issue) {
     check_usable(op);
     ++seq_;
     try {
       auto work = issue();
-      work->wait(timeout() + std::chrono::seconds(5));
+      work->wait(timeout());
     } catch (const std::exception& e) {
       fail(op, e.what());
     }
