@@ -168,7 +168,7 @@ int launch_local(const LaunchOptions& opt) {
 
   std::optional<int> first_failed;
   std::optional<Clock::time_point> kill_at;
-  bool terminated = false, killed = false;
+  bool terminated = false, killed = false, shortened = false;
   int running = opt.workers;
   char buf[65536];
 
@@ -229,6 +229,13 @@ int launch_local(const LaunchOptions& opt) {
     // A failure: survivors normally fail on their own within the timeout; end the rest.
     if (kill_at && running > 0) {
       const auto now = Clock::now();
+      // With a rank failed and only one left, that one has no peer to complete a collective with:
+      // it is stuck (or about to fail), so it gets the grace only, not the whole timeout.
+      if (!terminated && !shortened && running == 1 && opt.workers > 1 &&
+          now + opt.grace < *kill_at) {
+        shortened = true;
+        kill_at = now + opt.grace;
+      }
       if (!terminated && now >= *kill_at) {
         terminated = true;
         for (auto& w : ws)
