@@ -62,6 +62,10 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--max-steps", o.max_steps, "stop after this many steps in all (0: no limit)");
   sub->add_option("--batch-size", o.batch_size, "batch size per worker")->capture_default_str();
   sub->add_option("--bptt", o.bptt, "language models: tokens per sequence")->capture_default_str();
+  sub->add_option("--embed", o.lm_embed, "language models: embedding size")->capture_default_str();
+  sub->add_option("--hidden", o.lm_hidden, "language models: LSTM hidden size")
+      ->capture_default_str();
+  sub->add_option("--layers", o.lm_layers, "language models: LSTM layers")->capture_default_str();
   sub->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
   sub->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
   sub->add_flag("--nesterov", o.sgd.nesterov, "Nesterov momentum");

@@ -24,6 +24,8 @@ void TrainOptions::validate() const {
   EXDYNA_CHECK_ARG(batch_size > 0, "--batch-size ", batch_size,
                    " is not valid; expected > 0 (per worker)");
   EXDYNA_CHECK_ARG(bptt > 1, "--bptt ", bptt, " is not valid; expected > 1");
+  EXDYNA_CHECK_ARG(lm_embed > 0 && lm_hidden > 0 && lm_layers > 0,
+                   "--embed/--hidden/--layers must be > 0");
   EXDYNA_CHECK_ARG(clip_norm >= 0, "--clip ", clip_norm, " is not valid; expected >= 0 (0 = off)");
   EXDYNA_CHECK_ARG(checkpoint_every >= 0, "--checkpoint-every ", checkpoint_every,
                    " is not valid; expected >= 0");
@@ -323,6 +325,9 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
   spec.name = opts.model;
   if (lm) {
     spec.vocab = data.text->vocab_size();
+    spec.embed = opts.lm_embed;
+    spec.hidden = opts.lm_hidden;
+    spec.layers = opts.lm_layers;
   } else {
     spec.channels = data.train_images->channels;
     spec.height = data.train_images->height;
