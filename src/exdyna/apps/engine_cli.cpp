@@ -22,9 +22,9 @@ void add_engine_options(CLI::App* sub, EngineCli& e, bool add_workers,
       ->check(CLI::IsMember({"auto", "mpi", "gloo", "local"}))
       ->capture_default_str();
   if (add_workers)
-    sub->add_option("--workers", e.workers, "number of workers (ranks)")
-        ->check(CLI::Range(1, 4096))
-        ->capture_default_str();
+    e.workers_option = sub->add_option("--workers", e.workers, "number of workers (ranks)")
+                           ->check(CLI::Range(1, 4096))
+                           ->capture_default_str();
   sub->add_option("--timeout", e.timeout_s, "seconds every collective may block before failing")
       ->capture_default_str();
   sub->add_flag("--all-ranks-output", e.all_ranks_output,
@@ -47,6 +47,10 @@ int run_on_engine(const EngineCli& e, const std::function<void(comm::Communicato
   comm::RunOptions o;
   o.backend = comm::parse_backend(e.backend);
   o.workers = e.workers;
+  // Under mpirun or torchrun the world size is the launcher's; only a --workers the user typed is
+  // held against it.
+  const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+  if (launched && e.workers_option && e.workers_option->count() == 0) o.workers = 1;
   o.timeout = e.timeout();
   o.all_ranks_output = e.all_ranks_output;
   o.listen_addr = e.listen;

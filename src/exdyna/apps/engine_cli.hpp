@@ -22,6 +22,9 @@ struct EngineCli {
   double timeout_s = 300;
   bool all_ranks_output = false;
   std::string listen;  // Gloo listen address (multi-machine)
+  // Set by add_engine_options: lets run_on_engine tell a --workers the user gave (checked against
+  // an mpirun/torchrun world size) from the default (ignored under a launcher).
+  const CLI::Option* workers_option = nullptr;
 
   std::chrono::milliseconds timeout() const;
 };
