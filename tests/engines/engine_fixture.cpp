@@ -160,6 +160,24 @@ void run_rank(const Args& a, comm::Communicator& c) {
   fp.add("sparsifiers", names);
   comm::check_same_configuration(c, fp);
 
+  // Bit-identical sums on every rank for general floats (order-dependent values, unlike the
+  // fixture's dyadic ones), at a small and a large size (engines switch algorithms by size).
+  for (std::size_t len : {std::size_t{1000}, std::size_t{1} << 20}) {
+    std::vector<float> v(len);
+    for (std::size_t i = 0; i < len; ++i)
+      v[i] = static_cast<float>(
+                 static_cast<double>(mix(i * 31 + static_cast<std::uint64_t>(r)) % 2000001) / 1e6 -
+                 1.0) /
+             3.0f;
+    c.allreduce_sum(std::span<float>(v));
+    const auto h = static_cast<std::int64_t>(fnv(v.data(), v.size() * sizeof(float)));
+    std::vector<std::int64_t> all(static_cast<std::size_t>(n));
+    c.allgather_counts(std::span<const std::int64_t>(&h, 1), all);
+    for (int q = 0; q < n; ++q)
+      EXDYNA_CHECK(all[static_cast<std::size_t>(q)] == h, "allreduce_sum of ", len,
+                   " general floats differs between rank ", r, " and rank ", q);
+  }
+
   std::ostringstream out;
   std::vector<float> grad(static_cast<std::size_t>(a.n_g));
   std::int64_t global_step = 0;
