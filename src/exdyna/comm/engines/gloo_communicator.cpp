@@ -108,7 +108,8 @@ class GlooCommunicator final : public Communicator {
                                      ":", cfg.master_port, " within ", rdv.count() / 1000.0,
                                      " s (is rank 0 running?): ", first_line(e.what())));
     }
-    // The process group's default timeout bounds the mesh set-up; every collective passes its own.
+    // The process group's default timeout bounds the mesh set-up; --timeout is enforced per call by
+    // run() (c10d path) and by the Gloo options (direct path).
     auto opts = c10d::ProcessGroupGloo::Options::create(rdv);
     std::string listen = cfg.listen_addr;
     if (listen.empty() && is_loopback(cfg.master_addr)) listen = "127.0.0.1";
