@@ -97,3 +97,19 @@ TEST(Launcher, AllSucceedGivesZeroAndEndsAStuckWorker) {
 
 }  // namespace
 }  // namespace exdyna::comm
+
+namespace exdyna::comm {
+namespace {
+
+TEST(Launcher, DoesNotWaitForADescendantHoldingThePipe) {
+  LaunchOptions o;
+  o.workers = 1;
+  o.exe = "/bin/sh";
+  // The worker exits at once but leaves a background child holding its stdout for 100 s; without
+  // the drain limit the launcher would wait for it and the test would hit CTest's 60 s timeout.
+  o.argv = {"sh", "-c", "sleep 100 & exit 0"};
+  EXPECT_EQ(launch_local(o), 0);
+}
+
+}  // namespace
+}  // namespace exdyna::comm

@@ -172,9 +172,23 @@ int launch_local(const LaunchOptions& opt) {
   int running = opt.workers;
   char buf[65536];
 
+  std::optional<Clock::time_point> all_exited;
   while (running > 0 || std::any_of(ws.begin(), ws.end(), [](const Worker& w) {
            return w.out_fd >= 0 || w.err_fd >= 0;
          })) {
+    // Every worker is gone but a pipe is still open (a descendant inherited it): drain briefly,
+    // then stop listening rather than wait for that descendant.
+    if (running == 0) {
+      if (!all_exited) all_exited = Clock::now();
+      if (Clock::now() - *all_exited > std::chrono::seconds(2)) {
+        for (auto& w : ws) {
+          if (w.out_fd >= 0) ::close(w.out_fd);
+          if (w.err_fd >= 0) ::close(w.err_fd);
+          w.out_fd = w.err_fd = -1;
+        }
+        break;
+      }
+    }
     std::vector<pollfd> fds;
     std::vector<std::pair<std::size_t, bool>> owner;  // (worker, is_stdout)
     for (std::size_t i = 0; i < ws.size(); ++i) {
