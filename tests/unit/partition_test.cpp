@@ -46,6 +46,22 @@ TEST(BlockLayout, DefaultRoundsBlockSizeDownToMultipleOf32) {
   EXPECT_EQ(p.range(7).begin, 7 * 128 * 960);
 }
 
+TEST(BlockLayout, BlockOfU32MatchesTheDivision) {
+  std::mt19937_64 rng(3);
+  for (std::int64_t n_g : {std::int64_t{97}, std::int64_t{1'000'003}, std::int64_t{25'000'000},
+                           std::int64_t{4'294'967'295}}) {
+    const auto l = make_block_layout(n_g, 7, 1024);
+    std::uniform_int_distribution<std::int64_t> u(0, n_g - 1);
+    for (int r = 0; r < 20'000; ++r) {
+      const std::int64_t i = r < 64 ? (r * l.block_size + (r % 2 ? -1 : 0) + n_g) % n_g : u(rng);
+      ASSERT_EQ(static_cast<std::int64_t>(l.block_of_u32(static_cast<std::uint32_t>(i))),
+                l.block_of(i))
+          << "n_g " << n_g << " i " << i;
+    }
+    ASSERT_EQ(l.block_of_u32(static_cast<std::uint32_t>(n_g - 1)), l.n_blocks - 1);
+  }
+}
+
 TEST(BlockLayout, SmallGradientFallsBackToFewerBlocks) {
   auto l = make_block_layout(1000, 4, 1024);  // 1000 < 32 * 1024
   EXPECT_EQ(l.n_blocks, 31);                  // max(4, floor(1000 / 32))

@@ -37,6 +37,7 @@ BlockLayout make_block_layout(std::int64_t n_g, int world_size, std::int64_t n_b
                               l.block_size, " elements");
     }
   }
+  l.inv_block_size = 1.0 / static_cast<double>(l.block_size);
   return l;
 }
 
@@ -53,6 +54,7 @@ Partitions::Partitions(const BlockLayout& layout, int world_size, double min_blk
   EXDYNA_CHECK_ARG(blk_move >= 1, "blk_move ", blk_move, " is not valid; expected >= 1");
   EXDYNA_CHECK_ARG(std::isfinite(alpha) && alpha > 1, "alpha ", alpha,
                    " is not valid; expected > 1");
+  layout_.inv_block_size = 1.0 / static_cast<double>(layout.block_size);
   // Default: n_b / (4n) as a real number (1024 / 20 = 51.2, not 51).
   min_blk_ = min_blk < 0 ? static_cast<double>(layout.n_blocks) / (4.0 * world_size) : min_blk;
   const std::int64_t quotient = layout.n_blocks / world_size;

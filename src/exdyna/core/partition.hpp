@@ -30,6 +30,16 @@ struct BlockLayout {
     const std::int64_t b = i / block_size;
     return b < n_blocks ? b : n_blocks - 1;
   }
+  // The same for 32-bit indices, without a division per call (exact: the estimate from the
+  // reciprocal is off by at most one and corrected).
+  std::uint32_t block_of_u32(std::uint32_t i) const {
+    auto b = static_cast<std::int64_t>(static_cast<double>(i) * inv_block_size);
+    const std::int64_t bs = block_size;
+    if (b * bs > i) --b;
+    if ((b + 1) * bs <= i) ++b;
+    return static_cast<std::uint32_t>(b < n_blocks ? b : n_blocks - 1);
+  }
+  double inv_block_size = 0;  // 1 / block_size, set by make_block_layout
 };
 
 // DESIGN.md's rule: sz_blk = floor(n_g / n_b) rounded down to a multiple of 32. When that is 0

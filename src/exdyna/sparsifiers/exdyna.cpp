@@ -190,18 +190,17 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   }
   if (cfg_.exdyna.balance == core::Balance::kExact) {
     // Every rank holds the same gathered indices, so every rank computes the same boundaries.
-    std::fill(block_hits_.begin(), block_hits_.end(), 0.0);
+    std::fill(block_hits_.begin(), block_hits_.end(), 0u);
     const auto& layout = parts_.layout();
+    for (const Index i : out.indices) ++block_hits_[layout.block_of_u32(i)];
     // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
     // times the next one's, and raw counts would let it dominate the smoothed load.
     const double share = 1.0 / static_cast<double>(out.indices.size());
-    for (const Index i : out.indices) block_hits_[layout.block_of(i)] += share;
-    if (block_load_.empty()) {
-      block_load_ = block_hits_;
-    } else {
-      for (std::size_t b = 0; b < block_load_.size(); ++b)
-        block_load_[b] = (1.0 - kBalanceWeight) * block_load_[b] + kBalanceWeight * block_hits_[b];
-    }
+    const double keep = block_load_.empty() ? 0.0 : 1.0 - kBalanceWeight;
+    const double add = block_load_.empty() ? share : kBalanceWeight * share;
+    block_load_.resize(block_hits_.size(), 0.0);
+    for (std::size_t b = 0; b < block_load_.size(); ++b)
+      block_load_[b] = keep * block_load_[b] + add * static_cast<double>(block_hits_[b]);
     parts_.balance_exact(block_load_);
   } else {
     parts_.adjust_paper(counts_, t);

@@ -74,7 +74,7 @@ class ExDyna final : public Sparsifier {
   std::vector<std::int64_t> counts_;
   std::vector<std::int64_t> bins_;         // this worker's ladder bins
   std::vector<std::int64_t> summed_bins_;  // over all workers
-  std::vector<double> block_hits_;         // this step's selections per block
+  std::vector<std::uint32_t> block_hits_;  // this step's selections per block
 };
 
 }  // namespace exdyna::sparsifiers
