@@ -178,13 +178,23 @@ std::vector<std::string> write_plots(const std::string& dir, const RunLog& log,
        "set xlabel 'wall-clock time (s)'; set ylabel 'training loss (mean over workers)';"
        "plot " +
            iters + " using 'wall_s':'loss' with lines lw 1 title 'loss'"});
-  plots.push_back(
-      {"accuracy_vs_time.png",
-       "set xlabel 'wall-clock time (s)'; set ylabel 'test accuracy (%)'; set key bottom right;"
-       "plot " +
-           evals +
-           " using 'wall_s':(100*column('test_accuracy')) with linespoints lw 2 title 'test "
-           "accuracy'"});
+  bool have_acc = false;
+  for (const auto& e : log.evals()) have_acc = have_acc || !std::isnan(e.test_accuracy);
+  if (have_acc)
+    plots.push_back(
+        {"accuracy_vs_time.png",
+         "set xlabel 'wall-clock time (s)'; set ylabel 'test accuracy (%)'; set key bottom right;"
+         "plot " +
+             evals +
+             " using 'wall_s':(100*column('test_accuracy')) with linespoints lw 2 title 'test "
+             "accuracy'"});
+  else if (!log.evals().empty())  // language models: perplexity instead
+    plots.push_back(
+        {"perplexity_vs_time.png",
+         "set xlabel 'wall-clock time (s)'; set ylabel 'test perplexity';"
+         "plot " +
+             evals +
+             " using 'wall_s':'test_perplexity' with linespoints lw 2 title 'test perplexity'"});
   plots.push_back({"density.png",
                    "set xlabel 'iteration'; set ylabel 'density'; set logscale y;"
                    "plot " +

@@ -580,6 +580,15 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
     j["mean_density_over_target"] = num(res.mean_density / opts.sparse.density);
     j["mean_f_t"] = num(res.mean_f_t);
     j["elapsed_s"] = res.elapsed_s;
+    // FNV-1a of rank 0's final parameter bytes: lets scripts check bit-identical runs.
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *b = reinterpret_cast<const unsigned char*>(res.params.data()),
+                             *e = b + res.params.size() * sizeof(float);
+         b != e; ++b)
+      h = (h ^ *b) * 0x100000001b3ULL;
+    std::ostringstream hx;
+    hx << std::hex << std::setw(16) << std::setfill('0') << h;
+    j["params_fnv1a"] = hx.str();
     j["samples_per_s"] = res.samples_per_s;
     std::uint64_t bytes = 0;
     for (const auto& r : res.log.iters()) bytes += r.stats.bytes.total();
