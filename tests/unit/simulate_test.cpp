@@ -345,6 +345,14 @@ class ExDynaDensity : public ::testing::TestWithParam<double> {};
 
 TEST_P(ExDynaDensity, MeanOverIterations500To2000IsWithinTenPercent) {
   const double d = GetParam();
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the 2000 iterations take minutes; the statistic is asserted by the
+  // optimised build, this build only looks for memory errors on a short run of the same code.
+  auto short_cfg = small_config("exdyna", 8, std::int64_t{1} << 15, 60);
+  short_cfg.sparse.density = d;
+  EXPECT_EQ(run(short_cfg).steps.size(), 60u);
+  GTEST_SKIP() << "density statistic not asserted under AddressSanitizer (short run done)";
+#endif
   auto cfg = small_config("exdyna", 8, std::int64_t{1} << 17, 2001);
   cfg.sparse.density = d;
   cfg.measure_global_error = false;
