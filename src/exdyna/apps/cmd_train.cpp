@@ -48,7 +48,7 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--gather-mode", st->gather, "index all-gather: padded (paper) or exact")
       ->capture_default_str();
   sub->add_option("--controller", st->controller,
-                  "ExDyna threshold controller: paper or histogram");
+                  "ExDyna threshold controller: paper (Alg. 5) or histogram (default: histogram)");
   sub->add_option("--balance", st->balance, "ExDyna partition balance: paper or exact");
   sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, lstm")
       ->capture_default_str();
@@ -72,8 +72,9 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--weight-decay", o.sgd.weight_decay, "L2 weight decay")->capture_default_str();
   sub->add_option("--warmup", o.schedule.warmup_epochs, "linear learning-rate warm-up, in epochs")
       ->capture_default_str();
-  sub->add_option("--lr-decay", st->decay,
-                  "epochs at which the learning rate is multiplied by --lr-decay-factor");
+  sub->add_option(
+      "--lr-decay", st->decay,
+      "epochs at which the learning rate is multiplied by --lr-decay-factor (default: 3)");
   sub->add_option("--lr-decay-factor", o.schedule.decay_factor, "step-decay factor")
       ->capture_default_str();
   sub->add_option("--clip", o.clip_norm, "clip the averaged update to this L2 norm (0: off)")
