@@ -64,7 +64,7 @@ case $case_name in
   trace_runs)
     want_rc=0
     trace "$tmp/t" "$meta"; zeros 64 >> "$tmp/t/grads.f32"
-    args=(--sparsifier dense --density 1 --trace "$tmp/t" --decisions "$tmp/d.csv"); re='2 in-process workers, 2 iterations, n_g = 4 from trace' ;;
+    args=(--sparsifier dense --density 1 --trace "$tmp/t" --decisions "$tmp/d.csv"); re='dense on 2 workers, 2 iterations, n_g = 4 from trace' ;;
   *) echo "unknown case $case_name"; exit 1 ;;
 esac
 

@@ -290,9 +290,8 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
   };
   const std::string source = cfg.trace_dir.empty() ? cfg.synthetic_options().describe()
                                                    : "trace '" + cfg.trace_dir.string() + "'";
-  os << "exdyna simulate: " << cfg.sparsifier << " on " << cfg.workers.value_or(0)
-     << " in-process workers, " << s.iterations << " iterations, n_g = " << src.n_g() << " from "
-     << source << "\n";
+  os << "exdyna simulate: " << cfg.sparsifier << " on " << cfg.workers.value_or(0) << " workers, "
+     << s.iterations << " iterations, n_g = " << src.n_g() << " from " << source << "\n";
   out("target density %.6g (k = %lld), gather %s\n\n", s.target_density,
       static_cast<long long>(s.k_target), comm::to_string(cfg.sparse.gather_mode));
   out("%-28s %12s %12s %12s\n", "", "mean", "min", "max");
