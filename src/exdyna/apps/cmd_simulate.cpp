@@ -28,10 +28,11 @@ struct SimulateArgs {
 void add_simulate_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<SimulateArgs>();
   auto& a = *args;
-  auto* sub = app.add_subcommand("simulate",
-                                 "run N in-process workers for T iterations of error feedback + a "
-                                 "sparsifier on a synthetic or recorded "
-                                 "gradient stream, and print a summary");
+  auto* sub =
+      app.add_subcommand("simulate",
+                         "run N workers (threads, or processes with --backend) for T iterations "
+                         "of error feedback + a sparsifier on a synthetic or recorded gradient "
+                         "stream, and print a summary");
   sub->add_option("--sparsifier", a.cfg.sparsifier,
                   "sparsifier: exdyna, topk, cltk, hard-threshold, sidco, dense")
       ->capture_default_str();
