@@ -50,7 +50,10 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--controller", st->controller,
                   "ExDyna threshold controller: paper (Alg. 5) or histogram (default: histogram)");
   sub->add_option("--balance", st->balance, "ExDyna partition balance: paper or exact");
-  sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, lstm")
+  sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, inception-v4, lstm")
+      ->capture_default_str();
+  sub->add_option("--model-width", o.model_width,
+                  "inception-v4: channel-width multiplier (1 = the paper's widths)")
       ->capture_default_str();
   sub->add_option("--dataset", o.dataset,
                   "fashion-mnist, mnist, cifar10, cifar100, synthetic, text (embedded English "

@@ -21,6 +21,9 @@ struct ModelSpec {
   std::string name = "cnn";  // tiny | cnn | resnet18 | resnet152 | inception-v4 | lstm
   int channels = 1, height = 28, width = 28;
   int num_classes = 10;
+  // Channel-width multiplier (inception-v4 only; 1 = the paper's widths): tests run training
+  // steps on a narrow copy of the same topology.
+  double width_mult = 1.0;
   // Language models.
   std::int64_t vocab = 0;
   int embed = 200, hidden = 200, layers = 2;

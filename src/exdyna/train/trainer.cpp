@@ -26,6 +26,8 @@ void TrainOptions::validate() const {
   EXDYNA_CHECK_ARG(bptt > 1, "--bptt ", bptt, " is not valid; expected > 1");
   EXDYNA_CHECK_ARG(lm_embed > 0 && lm_hidden > 0 && lm_layers > 0,
                    "--embed/--hidden/--layers must be > 0");
+  EXDYNA_CHECK_ARG(model_width > 0 && model_width <= 4, "--model-width ", model_width,
+                   " is not valid; expected in (0, 4]");
   EXDYNA_CHECK_ARG(clip_norm >= 0, "--clip ", clip_norm, " is not valid; expected >= 0 (0 = off)");
   EXDYNA_CHECK_ARG(checkpoint_every >= 0, "--checkpoint-every ", checkpoint_every,
                    " is not valid; expected >= 0");
@@ -263,6 +265,7 @@ EvalOut evaluate(FlatModel& m, const DataBundle& data, const TrainOptions& opts,
 nlohmann::json options_json(const TrainOptions& o, int world) {
   nlohmann::json j;
   j["model"] = o.model;
+  j["model_width"] = o.model_width;
   j["dataset"] = o.dataset;
   j["data_dir"] = o.data_dir;
   j["sparsifier"] = o.sparsifier;
@@ -333,6 +336,7 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
     spec.height = data.train_images->height;
     spec.width = data.train_images->width;
     spec.num_classes = data.train_images->num_classes;
+    spec.width_mult = opts.model_width;
   }
   FlatModel m(spec, opts.seed);
   const std::int64_t n = m.n;

@@ -42,6 +42,7 @@ struct TrainOptions {
   std::int64_t batch_size = 32;  // per worker
   std::int64_t bptt = 35;        // language models: tokens per sequence
   int lm_embed = 128, lm_hidden = 128, lm_layers = 2;  // language models: LSTM sizes
+  double model_width = 1.0;  // inception-v4: channel-width multiplier (1 = the paper's widths)
   SgdOptions sgd;
   LrSchedule schedule;   // base_lr is taken from sgd.lr
   double clip_norm = 0;  // > 0: clip the averaged update to this L2 norm
