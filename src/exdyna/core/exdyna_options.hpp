@@ -24,8 +24,8 @@ Controller parse_controller(std::string_view s);
 Balance parse_balance(std::string_view s);
 
 struct ExDynaOptions {
-  std::int64_t n_blocks = 1024;   // n_b
-  double min_blk = -1;            // < 0: n_b / (4 n) as a real number
+  std::int64_t n_blocks = 1024;  // n_b
+  double min_blk = -1;           // < 0: n_b / (4 n) as a real number
   std::int64_t blk_move = 1;
   double alpha = 1.05;            // Alg. 3 imbalance band
   double beta = 1.1;              // Alg. 5 density band
@@ -33,8 +33,11 @@ struct ExDynaOptions {
   double initial_threshold = -1;  // < 0: 1 / (2 sqrt(k))
   Controller controller = Controller::kPaper;
   Balance balance = Balance::kPaper;
-  int ladder_rungs = 33;          // histogram controller: rungs of the ladder
-  double ladder_span = 16;        // histogram controller: ladder spans [thr/span, thr*span]
+  // histogram controller: rungs of the ladder; 129 over 16x either way is 16 per octave (4.4%
+  // apart): 4 per octave could not resolve the pile-up of residuals just under the threshold
+  // at d = 0.001 (docs/exdyna-controller.md)
+  int ladder_rungs = 129;
+  double ladder_span = 16;  // histogram controller: ladder spans [thr/span, thr*span]
 
   // Throws InvalidArgument naming the option, its value and the allowed range.
   void validate(int world_size) const;

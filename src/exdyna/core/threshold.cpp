@@ -27,10 +27,11 @@ HistogramController::HistogramController(int rungs, double span) : rungs_(rungs)
                    " is not valid; expected > 1");
   const double per_octave = (rungs - 1) / (2.0 * std::log2(span));
   mant_bits_ = std::clamp(static_cast<int>(std::lround(std::log2(per_octave))), 0, 10);
-  // One rung below (at 4 per octave: 0.71..0.84 of the threshold) covers the drift between
-  // iterations (a few percent) while adding only the values in that band to the binning work
-  // (about 1.7 k more values for a Laplace tail at d = 0.01; two rungs doubled it).
-  steady_down_ = std::min(1, (rungs_ - 1) / 2);
+  // A quarter octave below (0.71..0.84 of the threshold at 4 rungs per octave, 0.84..0.88 at
+  // 16) covers the drift between iterations (a few percent) while adding only the values in
+  // that band to the binning work (about 1.7 k more values for a Laplace tail at d = 0.01).
+  // At finer grids the same reach in octaves: a quarter octave (1 rung at m = 2, 4 at m = 4).
+  steady_down_ = std::min(std::max(1, (1 << mant_bits_) / 4), (rungs_ - 1) / 2);
   down_ = steady_down_;
 }
 
@@ -83,15 +84,49 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
         above > 0 ? (std::log(static_cast<double>(at)) - std::log(static_cast<double>(k))) /
                         (std::log(static_cast<double>(at)) - std::log(static_cast<double>(above)))
                   : static_cast<double>(at - k) / static_cast<double>(at - above);
-    const double exact = std::exp(lv0 + t * (lv1 - lv0));
+    double lx = lv0 + t * (lv1 - lv0);
+    const std::int64_t above2 = j + 2 < rungs_ ? above - bins[j + 1] : 0;  // count at rung j + 2
+    if (above > 0 && above2 > 0 && g.value(j + 2) > 0) {
+      // A third rung above: quadratic in log-log. The tail's log count is concave in log x
+      // (Laplace-like: its slope steepens outwards), so the chord between two rungs lies below
+      // it and the linear estimate sits low, by up to alpha h^2 / 8 in log count (alpha the local
+      // slope, h the rung spacing): 3-4% too dense at d = 0.001, where alpha is large.
+      const double x0 = lv0, x1 = lv1, x2 = std::log(static_cast<double>(g.value(j + 2)));
+      const double y0 = std::log(static_cast<double>(at)),
+                   y1 = std::log(static_cast<double>(above)),
+                   y2 = std::log(static_cast<double>(above2)),
+                   yk = std::log(static_cast<double>(k));
+      const auto q = [&](double x) {
+        return y0 * (x - x1) * (x - x2) / ((x0 - x1) * (x0 - x2)) +
+               y1 * (x - x0) * (x - x2) / ((x1 - x0) * (x1 - x2)) +
+               y2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1));
+      };
+      // Bisection on [x0, x1], where q(x0) = y0 >= yk > y1 = q(x1); keep the linear estimate
+      // if q is not monotone there (noise at small counts).
+      double a = x0, b = x1;
+      bool monotone = true;
+      for (int it = 0; it < 8; ++it) {
+        const double xm = x0 + (x1 - x0) * (it + 1) / 9.0;
+        if (q(xm) > q(x0 + (x1 - x0) * it / 9.0)) monotone = false;
+      }
+      if (monotone) {
+        for (int it = 0; it < 60; ++it) {
+          const double m = 0.5 * (a + b);
+          (q(m) >= yk ? a : b) = m;
+        }
+        lx = 0.5 * (a + b);
+      }
+    }
+    const double exact = std::exp(lx);
     if (last_exact_ > 0) {
       const double r = std::log(exact / last_exact_);
       // A drift is predicted at 0.7 of its smoothed rate: extrapolating the full last ratio
       // overshoots when the drift decelerates (the residual filling up after a cold start,
       // draining after a scale step) and alternates around the target; no trend leaves the
       // density 2-4% high for tens of iterations; an alpha-beta filter on log threshold (0.5/0.1,
-      // 0.7/0.2) lagged: 5% low at d = 0.01. Measured in docs/exdyna-controller.md.
-      log_trend_ = std::fabs(r) < std::log(1.25) ? 0.5 * log_trend_ + 0.5 * 0.7 * r : 0.0;
+      // 0.7/0.2) lagged: 5% low at d = 0.01. Smoothing 0.75 instead of 0.5 halves the noise the
+      // trend feeds back at d = 0.001 (k' noise ~3%). Measured in docs/exdyna-controller.md.
+      log_trend_ = std::fabs(r) < std::log(1.25) ? 0.75 * log_trend_ + 0.25 * 0.7 * r : 0.0;
     }
     last_exact_ = exact;
     return exact * std::exp(log_trend_);

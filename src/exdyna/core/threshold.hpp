@@ -40,7 +40,8 @@ inline double paper_next_threshold(double threshold, std::int64_t k, std::int64_
 class HistogramController {
  public:
   // rungs R (odd, >= 3) spanning `span` either way: 2^m rungs per octave with
-  // m = round(log2((R - 1) / (2 log2 span))), clamped to 0..10.
+  // m = round(log2((R - 1) / (2 log2 span))), clamped to 0..10. While k stays bracketed the
+  // ladder reaches a quarter octave below the threshold (max(1, 2^m / 4) rungs).
   HistogramController(int rungs, double span);
 
   int rungs() const { return rungs_; }
@@ -63,9 +64,10 @@ class HistogramController {
   //
   // The threshold that selected exactly k in iteration t is late for t+1 whenever |acc| drifts
   // (error feedback grows the residual, gradients decay): while k stays bracketed, the smoothed
-  // log-ratio of successive exact thresholds, damped to 0.7, is applied once more as a
-  // prediction. A ratio
-  // outside [0.8, 1.25] is a jump (a scale step), not a drift, and resets the trend.
+  // log-ratio of successive exact thresholds (weight 0.25 on the newest), damped to 0.7, is
+  // applied once more as a prediction. A ratio outside [0.8, 1.25] is a jump (a scale step), not a
+  // drift, and resets the trend. Between the bracketing rungs the estimate is quadratic in
+  // log-log through a third rung above (when it holds a count), linear otherwise.
   double next_threshold(double threshold, std::int64_t k, std::span<const std::int64_t> bins);
 
  private:
