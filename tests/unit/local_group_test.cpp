@@ -27,7 +27,8 @@ TEST_P(LocalGroupTest, CollectivesHaveClosedForms) {
     std::iota(counts.begin(), counts.end(), 1);
     for (auto mode : {GatherMode::kPadded, GatherMode::kExact}) {
       std::vector<std::uint32_t> list(static_cast<std::size_t>(r + 1));
-      for (int j = 0; j <= r; ++j) list[static_cast<std::size_t>(j)] = static_cast<std::uint32_t>(1000 * r + j);
+      for (int j = 0; j <= r; ++j)
+        list[static_cast<std::size_t>(j)] = static_cast<std::uint32_t>(1000 * r + j);
       std::vector<std::uint32_t> out;
       const auto before = c.bytes();
       c.allgather_list<std::uint32_t>(list, counts, mode, out);
@@ -92,6 +93,7 @@ TEST(LocalGroup, RejectsMismatchedCounts) {
     std::vector<std::uint32_t> list{1, 2};
     std::vector<std::int64_t> counts{3};
     std::vector<std::uint32_t> out;
-    EXPECT_THROW(c.allgather_list<std::uint32_t>(list, counts, GatherMode::kExact, out), InvalidArgument);
+    EXPECT_THROW(c.allgather_list<std::uint32_t>(list, counts, GatherMode::kExact, out),
+                 InvalidArgument);
   });
 }

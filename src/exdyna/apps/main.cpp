@@ -6,7 +6,8 @@
 #include "exdyna/core/error.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"exdyna: communication-efficient data-parallel training by gradient sparsification (ExDyna)"};
+  CLI::App app{
+      "exdyna: communication-efficient data-parallel training by gradient sparsification (ExDyna)"};
   app.set_version_flag("--version", std::string("exdyna ") + EXDYNA_VERSION);
   app.require_subcommand(1);
   exdyna::apps::Action action;

@@ -4,15 +4,19 @@
 
 namespace exdyna::comm {
 
-const char* to_string(GatherMode m) { return m == GatherMode::kPadded ? "padded" : "exact"; }
+const char* to_string(GatherMode m) {
+  return m == GatherMode::kPadded ? "padded" : "exact";
+}
 
 GatherMode parse_gather_mode(std::string_view s) {
   if (s == "padded") return GatherMode::kPadded;
   if (s == "exact") return GatherMode::kExact;
-  throw InvalidArgument(detail::concat("gather mode '", s, "' is not valid; expected 'padded' or 'exact'"));
+  throw InvalidArgument(
+      detail::concat("gather mode '", s, "' is not valid; expected 'padded' or 'exact'"));
 }
 
-void Communicator::allgather_counts(std::span<const std::int64_t> mine, std::span<std::int64_t> out) {
+void Communicator::allgather_counts(std::span<const std::int64_t> mine,
+                                    std::span<std::int64_t> out) {
   EXDYNA_CHECK_ARG(out.size() == mine.size() * static_cast<std::size_t>(size()),
                    "allgather_counts: output has ", out.size(), " elements, expected ",
                    mine.size() * static_cast<std::size_t>(size()));
@@ -22,8 +26,9 @@ void Communicator::allgather_counts(std::span<const std::int64_t> mine, std::spa
 
 void Communicator::count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
                                     GatherMode mode, std::size_t mine) {
-  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()), "allgather_list: ",
-                   counts.size(), " counts given, expected one per rank (", size(), ")");
+  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()),
+                   "allgather_list: ", counts.size(), " counts given, expected one per rank (",
+                   size(), ")");
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(mine) == counts[static_cast<std::size_t>(rank())],
                    "allgather_list: rank ", rank(), " sends ", mine, " elements but counts says ",
                    counts[static_cast<std::size_t>(rank())]);
@@ -53,11 +58,14 @@ void Communicator::allreduce_sum(std::span<double> data) {
 }
 
 void Communicator::broadcast(std::span<std::byte> data, int root) {
-  EXDYNA_CHECK_ARG(root >= 0 && root < size(), "broadcast: root ", root, " outside [0, ", size(), ")");
+  EXDYNA_CHECK_ARG(root >= 0 && root < size(), "broadcast: root ", root, " outside [0, ", size(),
+                   ")");
   bytes_.broadcast += data.size_bytes();
   do_broadcast(data, root);
 }
 
-void Communicator::barrier() { do_barrier(); }
+void Communicator::barrier() {
+  do_barrier();
+}
 
 }  // namespace exdyna::comm

@@ -41,8 +41,8 @@ class Communicator {
   // (every rank already knows them, from allgather_counts); mine.size() must equal counts[rank()].
   // out receives the lists concatenated in rank order, without padding, in both modes.
   template <typename T>
-  void allgather_list(std::span<const T> mine, std::span<const std::int64_t> counts, GatherMode mode,
-                      std::vector<T>& out);
+  void allgather_list(std::span<const T> mine, std::span<const std::int64_t> counts,
+                      GatherMode mode, std::vector<T>& out);
 
   // In-place sum over ranks.
   void allreduce_sum(std::span<float> data);
@@ -70,15 +70,16 @@ class Communicator {
   // max(counts) * elem_size bytes per rank and strip the padding when writing out.
   virtual void do_allgatherv(const void* mine, std::size_t elem_size,
                              std::span<const std::int64_t> counts, GatherMode mode, void* out) = 0;
-  virtual void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) = 0;
+  virtual void do_allgather_i64(std::span<const std::int64_t> mine,
+                                std::span<std::int64_t> out) = 0;
   virtual void do_allreduce_f32(std::span<float> data) = 0;
   virtual void do_allreduce_f64(std::span<double> data) = 0;
   virtual void do_broadcast(std::span<std::byte> data, int root) = 0;
   virtual void do_barrier() = 0;
 
  private:
-  void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts, GatherMode mode,
-                        std::size_t mine);
+  void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
+                        GatherMode mode, std::size_t mine);
   core::ByteCounts bytes_;
   std::chrono::milliseconds timeout_{300'000};
 };

@@ -34,7 +34,8 @@ struct LocalGroup::Shared {
   // group, so peers fail fast too) after `timeout`.
   void rendezvous(int rank, const char* op, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu);
-    if (aborted) throw CommError(detail::concat(op, " on rank ", rank, ": group aborted: ", reason));
+    if (aborted)
+      throw CommError(detail::concat(op, " on rank ", rank, ": group aborted: ", reason));
     const auto gen = generation;
     if (++arrived == size) {
       arrived = 0;
@@ -42,10 +43,10 @@ struct LocalGroup::Shared {
       cv.notify_all();
       return;
     }
-    const bool done =
-        cv.wait_for(lock, timeout, [&] { return generation != gen || aborted; });
+    const bool done = cv.wait_for(lock, timeout, [&] { return generation != gen || aborted; });
     if (generation != gen) return;  // completed, even if an abort came right after
-    if (aborted) throw CommError(detail::concat(op, " on rank ", rank, ": group aborted: ", reason));
+    if (aborted)
+      throw CommError(detail::concat(op, " on rank ", rank, ": group aborted: ", reason));
     if (!done) {
       aborted = true;
       reason = detail::concat("rank ", rank, " timed out after ", timeout.count(), " ms in ", op,
@@ -60,7 +61,8 @@ namespace {
 
 class LocalCommunicator final : public Communicator {
  public:
-  LocalCommunicator(std::shared_ptr<LocalGroup::Shared> s, int rank) : s_(std::move(s)), rank_(rank) {}
+  LocalCommunicator(std::shared_ptr<LocalGroup::Shared> s, int rank)
+      : s_(std::move(s)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return s_->size; }
   std::string_view engine() const override { return "local"; }
@@ -88,8 +90,12 @@ class LocalCommunicator final : public Communicator {
     s_->rendezvous(rank_, "allgather_counts (leave)", timeout());
   }
 
-  void do_allreduce_f32(std::span<float> data) override { reduce(data, scratch_f32_, "allreduce_sum"); }
-  void do_allreduce_f64(std::span<double> data) override { reduce(data, scratch_f64_, "allreduce_sum"); }
+  void do_allreduce_f32(std::span<float> data) override {
+    reduce(data, scratch_f32_, "allreduce_sum");
+  }
+  void do_allreduce_f64(std::span<double> data) override {
+    reduce(data, scratch_f64_, "allreduce_sum");
+  }
 
   void do_broadcast(std::span<std::byte> data, int root) override {
     publish(data.data(), "broadcast");
@@ -134,16 +140,22 @@ LocalGroup::LocalGroup(int size) {
   shared_ = std::make_shared<Shared>(size);
 }
 LocalGroup::~LocalGroup() = default;
-int LocalGroup::size() const { return shared_->size; }
+int LocalGroup::size() const {
+  return shared_->size;
+}
 
 std::unique_ptr<Communicator> LocalGroup::communicator(int rank) {
-  EXDYNA_CHECK_ARG(rank >= 0 && rank < shared_->size, "rank ", rank, " outside [0, ", shared_->size, ")");
+  EXDYNA_CHECK_ARG(rank >= 0 && rank < shared_->size, "rank ", rank, " outside [0, ", shared_->size,
+                   ")");
   return std::make_unique<LocalCommunicator>(shared_, rank);
 }
 
-void LocalGroup::abort(const std::string& reason) { shared_->abort(reason); }
+void LocalGroup::abort(const std::string& reason) {
+  shared_->abort(reason);
+}
 
-void run_local(int size, const std::function<void(Communicator&)>& fn, std::chrono::milliseconds timeout) {
+void run_local(int size, const std::function<void(Communicator&)>& fn,
+               std::chrono::milliseconds timeout) {
   LocalGroup group(size);
   std::mutex err_mu;
   std::exception_ptr first;

@@ -50,19 +50,19 @@ std::string concat(const Args&... args) {
 }  // namespace exdyna
 
 // EXDYNA_CHECK(cond, parts...) throws exdyna::Error with the streamed parts when cond is false.
-#define EXDYNA_CHECK_T(ExType, cond, ...)                                                 \
-  do {                                                                                    \
-    if (!(cond)) throw ExType(::exdyna::detail::concat(__VA_ARGS__));                     \
+#define EXDYNA_CHECK_T(ExType, cond, ...)                             \
+  do {                                                                \
+    if (!(cond)) throw ExType(::exdyna::detail::concat(__VA_ARGS__)); \
   } while (0)
 #define EXDYNA_CHECK(cond, ...) EXDYNA_CHECK_T(::exdyna::Error, cond, __VA_ARGS__)
 // Argument validation: throws InvalidArgument.
 #define EXDYNA_CHECK_ARG(cond, ...) EXDYNA_CHECK_T(::exdyna::InvalidArgument, cond, __VA_ARGS__)
 // Compares two values and prints both when they differ.
-#define EXDYNA_CHECK_EQ(a, b, ...)                                                           \
-  do {                                                                                       \
-    const auto& exdyna_a_ = (a);                                                             \
-    const auto& exdyna_b_ = (b);                                                             \
-    if (!(exdyna_a_ == exdyna_b_))                                                           \
+#define EXDYNA_CHECK_EQ(a, b, ...)                                                            \
+  do {                                                                                        \
+    const auto& exdyna_a_ = (a);                                                              \
+    const auto& exdyna_b_ = (b);                                                              \
+    if (!(exdyna_a_ == exdyna_b_))                                                            \
       throw ::exdyna::Error(::exdyna::detail::concat(__VA_ARGS__, " (", #a, " = ", exdyna_a_, \
-                                                     ", ", #b, " = ", exdyna_b_, ")"));      \
+                                                     ", ", #b, " = ", exdyna_b_, ")"));       \
   } while (0)

@@ -16,7 +16,9 @@ struct ByteCounts {
   std::uint64_t allreduce = 0;          // all-reduce of values
   std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
   std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
-  std::uint64_t total() const { return allgather_counts + allgather_indices + allreduce + broadcast; }
+  std::uint64_t total() const {
+    return allgather_counts + allgather_indices + allreduce + broadcast;
+  }
   ByteCounts& operator+=(const ByteCounts& o) {
     allgather_counts += o.allgather_counts;
     allgather_indices += o.allgather_indices;
@@ -64,8 +66,8 @@ struct StepStats {
   std::int64_t padded_elements = 0;        // n * max k_i - k' (padded mode)
   double global_error = std::numeric_limits<double>::quiet_NaN();  // Eq. 1, of e_{i,t}
   // Partition bookkeeping (ExDyna); empty for sparsifiers without partitions.
-  std::vector<int> alloc_per_worker;                 // partition worker i selected from
-  std::vector<std::int64_t> blocks_per_partition;    // blocks in partition j this iteration
+  std::vector<int> alloc_per_worker;               // partition worker i selected from
+  std::vector<std::int64_t> blocks_per_partition;  // blocks in partition j this iteration
   ByteCounts bytes;
   PhaseTimes times;
 
@@ -82,7 +84,8 @@ inline void StepStats::finish_counts() {
   }
   const double ng = static_cast<double>(n_g > 0 ? n_g : 1);
   density = static_cast<double>(k_total) / ng;
-  density_error = static_cast<double>(k_target > k_total ? k_target - k_total : k_total - k_target) / ng;
+  density_error =
+      static_cast<double>(k_target > k_total ? k_target - k_total : k_total - k_target) / ng;
   const auto n = static_cast<std::int64_t>(k_per_worker.size());
   f_t = k_total > 0 ? static_cast<double>(n * m) / static_cast<double>(k_total) : 1.0;
   padded_elements = n * m - k_total;

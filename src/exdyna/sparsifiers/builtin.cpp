@@ -20,7 +20,8 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<HardThreshold>(c); });
   r.add("sidco", "SIDCo: multi-stage exponential fit of the threshold over the whole gradient",
         [](const SparsifierConfig& c) { return std::make_unique<Sidco>(c); });
-  r.add("exdyna", "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
+  r.add("exdyna",
+        "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });
 }
 

@@ -24,7 +24,8 @@ void SparsifierConfig::validate() const {
   EXDYNA_CHECK_ARG(k() >= 1, "density ", density, " selects floor(d * n_g) = ", k(),
                    " of n_g = ", n_g, " gradients; expected d * n_g >= 1");
   EXDYNA_CHECK_ARG(hard_threshold < 0 || std::isfinite(hard_threshold), "hard threshold ",
-                   hard_threshold, " is not valid; expected a finite value >= 0 (or < 0 for the default)");
+                   hard_threshold,
+                   " is not valid; expected a finite value >= 0 (or < 0 for the default)");
   EXDYNA_CHECK_ARG(sidco.stages >= 1 && sidco.stages <= 10, "sidco stages ", sidco.stages,
                    " is not valid; expected 1..10");
   exdyna.validate(world_size);

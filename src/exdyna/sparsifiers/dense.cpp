@@ -14,7 +14,8 @@ void Dense::step(std::span<const float> acc, comm::Communicator& comm, SparseRes
   stats.times.allreduce = sw.lap();
   stats.k_target = stats.n_g;
   stats.target_density = 1.0;
-  stats.k_per_worker.assign(static_cast<std::size_t>(comm.size()), static_cast<std::int64_t>(acc.size()));
+  stats.k_per_worker.assign(static_cast<std::size_t>(comm.size()),
+                            static_cast<std::int64_t>(acc.size()));
   stats.finish_counts();
   // Every worker contributes every value: nothing is selected, so report density 1, no padding.
   stats.k_unique = static_cast<std::int64_t>(acc.size());

@@ -22,7 +22,8 @@ struct ErrorFeedbackOptions {
 
 class ErrorFeedback {
  public:
-  ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g, ErrorFeedbackOptions opt = {});
+  ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
+                ErrorFeedbackOptions opt = {});
 
   // grad (size n_g) is this worker's raw gradient on entry and the averaged sparse update on
   // exit. Throws DataError naming the first non-finite element if grad holds NaN or Inf (checked

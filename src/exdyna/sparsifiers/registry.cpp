@@ -21,12 +21,14 @@ const std::string& Registry::description(const std::string& name) const {
   return it->second.description;
 }
 
-std::unique_ptr<Sparsifier> Registry::make(const std::string& name, const SparsifierConfig& cfg) const {
+std::unique_ptr<Sparsifier> Registry::make(const std::string& name,
+                                           const SparsifierConfig& cfg) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     std::ostringstream known;
     for (const auto& [n, e] : entries_) known << (known.tellp() > 0 ? ", " : "") << n;
-    throw InvalidArgument(detail::concat("unknown sparsifier '", name, "'; expected one of: ", known.str()));
+    throw InvalidArgument(
+        detail::concat("unknown sparsifier '", name, "'; expected one of: ", known.str()));
   }
   cfg.validate();
   return it->second.factory(cfg);
