@@ -1,7 +1,9 @@
 // The simulate driver: CSV outputs, determinism across runs, ranks and sources, validation, atomic
 // writes, the summary's numbers, and ExDyna's density on the synthetic source (issue 2).
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include "unit/temp_dir_test_base.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -68,17 +70,9 @@ WorkerResult run(const SimulateConfig& cfg, SimulateConfig* resolved = nullptr) 
   return run_in_process(r, sparsifiers::builtin_registry(), *src);
 }
 
-class TempDir : public ::testing::Test {
+class TempDir : public TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("exdyna_sim_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  TempDir() : TempDirTest("exdyna_sim_") {}
 };
 
 template <typename E>

@@ -1,6 +1,8 @@
 // Trace directories: round trip through the writer, and every malformed trace refused by name.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include "unit/temp_dir_test_base.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -20,16 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory under the test temp dir, removed at the end of the test.
-class TraceTest : public ::testing::Test {
+class TraceTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("exdyna_trace_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  TraceTest() : TempDirTest("exdyna_trace_") {}
 
   void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
   void write_floats(const fs::path& p, std::size_t n, float v = 0.5f) {
@@ -51,7 +46,6 @@ class TraceTest : public ::testing::Test {
       ADD_FAILURE() << "wrong exception type: " << e.what();
     }
   }
-  fs::path dir_;
 };
 
 }  // namespace

@@ -1,0 +1,25 @@
+// A gtest fixture base owning a fresh directory per test (named after the test and the pid, so
+// parallel CTest runs never share one), removed when the test ends.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+class TempDirTest : public ::testing::Test {
+ protected:
+  explicit TempDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           (prefix_ + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string prefix_;
+  std::filesystem::path dir_;
+};
