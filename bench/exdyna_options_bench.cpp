@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/partition.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/threshold.hpp"
@@ -20,6 +22,7 @@ namespace {
 
 constexpr int kWorkers = 8;
 constexpr double kDensity = 0.01;
+const exdyna::core::ExDynaOptions kOpts;  // the ladder's default rungs and span
 
 struct Data {
   std::vector<float> acc, grad, residual;
@@ -68,13 +71,36 @@ void BM_ladder_select(benchmark::State& st) {
   auto& d = data(st.range(0));
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
-  exdyna::core::HistogramController h(33, 16);
+  std::vector<float> scratch(part.size());
+  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
   const auto grid = h.grid(d.thr);
-  std::vector<std::int64_t> bins(33);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
+    benchmark::DoNotOptimize(exdyna::core::select_threshold_ladder(part, d.thr, 0, out.data(), grid,
+                                                                   bins.data(), scratch.data()));
+  }
+}
+
+// The exact controller's selection: candidates and bins (one pass), then the cut to exactly k
+// (this worker's k / 8 share; the quota is in the bin at the threshold).
+void BM_exact_select(benchmark::State& st) {
+  auto& d = data(st.range(0));
+  const auto part = partition(d);
+  std::vector<std::uint32_t> out(part.size());
+  std::vector<float> abs(part.size());
+  std::vector<std::pair<float, std::uint32_t>> scratch;
+  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  const auto grid = h.grid(d.thr);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
+  const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
+  for (auto _ : st) {
+    std::fill(bins.begin(), bins.end(), 0);
+    const auto c =
+        exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(), bins.data());
+    const auto cut = exdyna::core::cut_ladder(bins, k);
     benchmark::DoNotOptimize(
-        exdyna::core::select_threshold_ladder(part, d.thr, 0, out.data(), grid, bins.data()));
+        exdyna::core::take_cut(out.data(), abs.data(), c, grid, cut.rung, cut.need, scratch));
   }
 }
 
@@ -119,10 +145,12 @@ void BM_exact_balance(benchmark::State& st) {
 
 void BM_histogram_controller(benchmark::State& st) {
   auto& d = data(st.range(0));
-  exdyna::core::HistogramController h(33, 16);
-  std::vector<std::int64_t> bins(33, 0);
+  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()), 0);
   std::vector<std::uint32_t> out(d.acc.size());
-  exdyna::core::select_threshold_ladder(d.acc, d.thr, 0, out.data(), h.grid(d.thr), bins.data());
+  std::vector<float> scratch(d.acc.size());
+  exdyna::core::select_threshold_ladder(d.acc, d.thr, 0, out.data(), h.grid(d.thr), bins.data(),
+                                        scratch.data());
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(d.acc.size()));
   for (auto _ : st) {
     exdyna::core::HistogramController c = h;
@@ -136,6 +164,7 @@ void BM_histogram_controller(benchmark::State& st) {
   BENCHMARK(fn)->Arg(4'194'304)->Arg(25'000'000)->Unit(benchmark::kMicrosecond)
 EXDYNA_OPTIONS_BENCH(BM_paper_select);
 EXDYNA_OPTIONS_BENCH(BM_ladder_select);
+EXDYNA_OPTIONS_BENCH(BM_exact_select);
 EXDYNA_OPTIONS_BENCH(BM_ef_accumulate);
 EXDYNA_OPTIONS_BENCH(BM_update);
 EXDYNA_OPTIONS_BENCH(BM_exact_balance);

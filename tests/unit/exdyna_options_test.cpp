@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -42,10 +43,13 @@ TEST(Ladder, KernelsMatchTheScalarReference) {
       std::vector<std::uint32_t> ref(len + 1), out(len + 1, 0xdeadbeef);
       std::vector<std::int64_t> rb(33, 0);
       const auto nr = select_threshold_ladder_scalar(v, thr, 11, ref.data(), grid, rb.data());
-      for (auto k : {SelectKernel::kSse2, SelectKernel::kAvx512}) {
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
         if (!select_kernel_available(k)) continue;
         std::vector<std::int64_t> b(33, 7);  // added to, not cleared
-        const auto n = select_threshold_ladder_with(k, v, thr, 11, out.data(), grid, b.data());
+        std::vector<float> scratch(len + 1);
+        const auto n =
+            select_threshold_ladder_with(k, v, thr, 11, out.data(), grid, b.data(), scratch.data());
         ASSERT_EQ(n, nr) << to_string(k) << " length " << len;
         for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], ref[i]);
         for (int j = 0; j < 33; ++j) ASSERT_EQ(b[j], rb[j] + 7) << to_string(k) << " bin " << j;
@@ -62,6 +66,50 @@ TEST(Ladder, KernelsMatchTheScalarReference) {
         for (float x : v) direct += std::fabs(x) >= grid.value(j);
         ASSERT_EQ(above, direct) << "rung " << j;
       }
+    }
+  }
+}
+
+// The candidates are exactly the values at or above rung 0, in order, with their |x|, on every
+// kernel (NaN and values just below rung 0 never; tails of every length).
+TEST(Ladder, CandidatesAreTheValuesAtOrAboveRungZero) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> g(0, 1);
+  const LadderGrid grid{4, ladder_key(1.1f, 4), 129};
+  for (std::size_t len : {0, 3, 31, 32, 33, 64, 127, 5000}) {
+    std::vector<float> v(len);
+    for (auto& x : v) x = g(rng);
+    if (len > 20) {
+      v[1] = std::nanf("");
+      v[2] = -grid.value(0);
+      v[4] = std::nextafter(grid.value(0), 0.0f);
+      v[len - 1] = std::numeric_limits<float>::infinity();
+    }
+    std::vector<std::uint32_t> want_idx;
+    std::vector<float> want_abs;
+    for (std::size_t i = 0; i < len; ++i)
+      if (std::fabs(v[i]) >= grid.value(0)) {
+        want_idx.push_back(static_cast<std::uint32_t>(i) + 5);
+        want_abs.push_back(std::fabs(v[i]));
+      }
+    std::vector<std::int64_t> want_bins(129, 0);
+    std::vector<std::uint32_t> ref(len + 1);
+    select_threshold_ladder_scalar(v, 1e30f, 5, ref.data(), grid, want_bins.data());
+    for (auto k :
+         {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2, SelectKernel::kAvx512}) {
+      if (!select_kernel_available(k)) continue;
+      std::vector<std::uint32_t> idx(len + 1, 0xdeadbeef);
+      std::vector<float> abs(len + 1, -1.0f);
+      std::vector<std::int64_t> bins(129, 0);
+      const auto c =
+          collect_ladder_candidates_with(k, v, 5, grid, idx.data(), abs.data(), bins.data());
+      ASSERT_EQ(c, want_idx.size()) << to_string(k) << " length " << len;
+      for (std::size_t i = 0; i < c; ++i) {
+        ASSERT_EQ(idx[i], want_idx[i]) << to_string(k);
+        ASSERT_EQ(abs[i], want_abs[i]) << to_string(k);
+      }
+      EXPECT_EQ(bins, want_bins) << to_string(k);
+      EXPECT_EQ(idx[len], 0xdeadbeefu);  // nothing written past part.size()
     }
   }
 }
@@ -85,7 +133,9 @@ TEST(HistogramController, PicksTheExactThresholdOnAKnownDistribution) {
   const auto grid = h.grid(thr);
   std::vector<std::int64_t> bins(33, 0);
   std::vector<std::uint32_t> out(v.size());
-  EXPECT_EQ(select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), grid, bins.data()),
+  std::vector<float> scratch(v.size());
+  EXPECT_EQ(select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), grid, bins.data(),
+                                    scratch.data()),
             0u);
   EXPECT_EQ(h.next_threshold(thr, k, bins), 0.75);
   EXPECT_EQ(h.down(), h.steady_down());
@@ -104,7 +154,9 @@ TEST(HistogramController, InterpolatesAPowerLawTail) {
   for (double thr : {exact * 1.1, exact / 1.2}) {  // k within the steady reach
     std::vector<std::int64_t> bins(33, 0);
     std::vector<std::uint32_t> out(v.size());
-    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data());
+    std::vector<float> scratch(v.size());
+    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data(),
+                            scratch.data());
     HistogramController fresh(33, 16);
     const double next = fresh.next_threshold(thr, k, bins);
     EXPECT_NEAR(next / exact, 1.0, 0.002) << "from " << thr;
@@ -128,7 +180,9 @@ TEST(HistogramController, ConcaveTailIsNotBiasedLow) {
     const double thr = exact * 0.97;
     std::vector<std::int64_t> bins(static_cast<std::size_t>(rungs), 0);
     std::vector<std::uint32_t> out(v.size());
-    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data());
+    std::vector<float> scratch(v.size());
+    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data(),
+                            scratch.data());
     const double next = h.next_threshold(thr, k, bins);
     std::int64_t selected = 0;
     for (float x : v) selected += x >= static_cast<float>(next);

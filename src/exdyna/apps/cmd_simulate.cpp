@@ -59,7 +59,8 @@ void add_simulate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   auto* o_blocks =
       sub->add_option("--blocks", a.blocks, "ExDyna: number of blocks n_b")->capture_default_str();
-  sub->add_option("--controller", a.controller, "ExDyna threshold controller: paper or histogram")
+  sub->add_option("--controller", a.controller,
+                  "ExDyna threshold controller: paper (Alg. 5), histogram or exact")
       ->capture_default_str();
   sub->add_option("--balance", a.balance, "ExDyna partition balance: paper or exact")
       ->capture_default_str();
@@ -70,9 +71,8 @@ void add_simulate_command(CLI::App& app, Action& action) {
   sub->add_option("--hard-threshold", a.hard_threshold,
                   "hard-threshold sparsifier's threshold (default 1 / (2 sqrt(k)))");
   sub->add_option("--scale-step", a.scale_steps,
-                  "synthetic source: from iteration ITER on, multiply the gradient scale by FACTOR "
-                  "(ITER:FACTOR, "
-                  "repeatable), like a learning-rate decay");
+                  "from iteration ITER on, multiply every gradient (synthetic source or trace) "
+                  "by FACTOR (ITER:FACTOR, repeatable), like a learning-rate decay");
   sub->add_option("--layers", a.cfg.synthetic.layers, "synthetic source: contiguous layers")
       ->capture_default_str();
   sub->add_option("--decay", a.cfg.synthetic.decay,

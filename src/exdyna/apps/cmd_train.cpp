@@ -7,7 +7,9 @@
 
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/engine_cli.hpp"
+#include "exdyna/comm/engines/factory.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/sim/trace_recorder.hpp"
 #include "exdyna/train/trainer.hpp"
 
 namespace exdyna::apps {
@@ -23,6 +25,8 @@ void add_train_command(CLI::App& app, Action& action) {
     std::string gather = "padded", controller, balance;
     std::vector<double> decay;
     int threads = 1;
+    std::string record_trace;
+    std::int64_t record_steps = sim::TraceRecorder::kDefaultSteps;
   };
   auto st = std::make_shared<State>();
   auto& o = st->o;
@@ -47,8 +51,9 @@ void add_train_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--gather-mode", st->gather, "index all-gather: padded (paper) or exact")
       ->capture_default_str();
-  sub->add_option("--controller", st->controller,
-                  "ExDyna threshold controller: paper (Alg. 5) or histogram (default: histogram)");
+  sub->add_option(
+      "--controller", st->controller,
+      "ExDyna threshold controller: paper (Alg. 5), histogram or exact (default: histogram)");
   sub->add_option("--balance", st->balance, "ExDyna partition balance: paper or exact");
   sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, inception-v4, lstm")
       ->capture_default_str();
@@ -94,6 +99,13 @@ void add_train_command(CLI::App& app, Action& action) {
                   "continue from a checkpoint (its directory, or the --out of a run)");
   sub->add_option("--threads", st->threads, "libtorch intra-op threads per worker")
       ->capture_default_str();
+  sub->add_option("--record-trace", st->record_trace,
+                  "write every worker's raw local gradient (after backward, before error feedback) "
+                  "of the first --record-steps steps to a new trace directory DIR, for exdyna "
+                  "simulate --trace DIR");
+  sub->add_option("--record-steps", st->record_steps,
+                  "steps --record-trace records (0: every step of the run)")
+      ->capture_default_str();
   sub->add_flag("!--no-progress", o.progress, "no progress line");
   sub->add_flag("!--no-plots", o.plots, "no gnuplot plots");
   add_engine_options(sub, st->eng, true, "auto");
@@ -108,6 +120,21 @@ void add_train_command(CLI::App& app, Action& action) {
       o.schedule.decay_epochs = st->decay;
       o.validate();
       EXDYNA_CHECK_ARG(st->threads > 0, "--threads ", st->threads, " is not valid; expected > 0");
+      EXDYNA_CHECK_ARG(st->record_steps >= 0, "--record-steps ", st->record_steps,
+                       " is not valid; expected >= 0 (0: every step)");
+      // Wraps the recorder's refusals in the option's name.
+      auto recording = [&](auto&& f) {
+        try {
+          return f();
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(detail::concat("--record-trace: ", e.what()));
+        }
+      };
+      // Refuse a used directory before any worker starts. Not in a launched worker: its rank 0
+      // creates the directory meanwhile (the recorder checks again there, on rank 0 only).
+      const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+      if (!st->record_trace.empty() && !launched)
+        recording([&] { sim::prepare_trace_dir(st->record_trace); });
       train::set_torch_threads(st->threads);
       // In process, the worker threads share one read-only copy of the data.
       std::mutex mu;
@@ -122,10 +149,30 @@ void add_train_command(CLI::App& app, Action& action) {
         fp.add("config", o.sparse.fingerprint());
         fp.add("batch_size", std::to_string(o.batch_size)).add("seed", std::to_string(o.seed));
         fp.add("epochs", std::to_string(o.epochs)).add("lr", std::to_string(o.sgd.lr));
+        fp.add("record_trace", st->record_trace)
+            .add("record_steps", std::to_string(st->record_steps));
         comm::check_same_configuration(c, fp);
         c.set_timeout(st->eng.timeout());
-        const auto r = train::train_worker(o, c, data.get());
+        std::unique_ptr<sim::TraceRecorder> recorder;
+        train::GradientHook on_gradient;
+        if (!st->record_trace.empty()) {
+          recorder = recording([&] {
+            return std::make_unique<sim::TraceRecorder>(st->record_trace, st->record_steps, c);
+          });
+          on_gradient = [&](std::int64_t, std::span<const float> g) { recorder->record(g); };
+        }
+        const auto r = train::train_worker(o, c, data.get(), {}, on_gradient);
         if (c.rank() == 0) std::cout << train::summary_table(o, c.size(), r) << std::flush;
+        if (recorder) {
+          // Whole iterations of every rank: a run shorter than --record-steps gives a shorter
+          // trace.
+          const auto m = recorder->finish();
+          if (c.rank() == 0)
+            std::cout << "  trace: " << st->record_trace << " (" << m.iterations << " iterations x "
+                      << m.workers << " workers x n_g = " << m.n_g << ", "
+                      << m.iterations * m.workers * m.n_g * 4 << " bytes)\n"
+                      << std::flush;
+        }
       });
     };
   });

@@ -8,7 +8,15 @@
 namespace exdyna::core {
 
 const char* to_string(Controller c) {
-  return c == Controller::kPaper ? "paper" : "histogram";
+  switch (c) {
+    case Controller::kPaper:
+      return "paper";
+    case Controller::kHistogram:
+      return "histogram";
+    case Controller::kExact:
+      return "exact";
+  }
+  return "?";
 }
 const char* to_string(Balance b) {
   return b == Balance::kPaper ? "paper" : "exact";
@@ -17,8 +25,9 @@ const char* to_string(Balance b) {
 Controller parse_controller(std::string_view s) {
   if (s == "paper") return Controller::kPaper;
   if (s == "histogram") return Controller::kHistogram;
-  throw InvalidArgument(
-      detail::concat("controller '", s, "' is not valid; expected 'paper' or 'histogram'"));
+  if (s == "exact") return Controller::kExact;
+  throw InvalidArgument(detail::concat("controller '", s,
+                                       "' is not valid; expected 'paper', 'histogram' or 'exact'"));
 }
 
 Balance parse_balance(std::string_view s) {

@@ -12,6 +12,8 @@ namespace exdyna::core {
 enum class Controller {
   kPaper,      // Alg. 5: multiply by 1 + gamma, 1 + gamma/4 or 1 - gamma
   kHistogram,  // issue 5: ladder of counts gathered with k_i, interpolate the threshold giving k
+  kExact,      // issue 5: the histogram's ladder, and this iteration's selection cut to exactly k
+               // from it (ladder_cut.hpp)
 };
 // How partitions are re-balanced between iterations.
 enum class Balance {

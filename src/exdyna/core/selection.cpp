@@ -280,143 +280,199 @@ std::size_t select_threshold_ladder_scalar(std::span<const float> part, float th
 
 namespace {
 
-// Bins are counted in 32-bit lanes of four interleaved copies (so that runs of equal keys do not
-// serialise on one counter) and flushed to the caller's int64 bins at the end.
-// On the stack (at most 257 rungs, 4 KiB): the per-step path does not allocate.
-// 32-bit lanes are enough: a partition holds fewer than 2^32 elements.
-struct LocalBins {
-  static constexpr std::size_t kMaxRungs = 257;
-  explicit LocalBins(int rungs) : n(static_cast<std::size_t>(rungs)) {
-    EXDYNA_CHECK_ARG(n <= kMaxRungs, "ladder of ", n, " rungs; expected at most ", kMaxRungs);
-    c.fill(0);
+void check_grid(const LadderGrid& grid) {
+  EXDYNA_CHECK_ARG(
+      grid.rungs >= 2 && grid.rungs <= 257 && grid.mant_bits >= 0 && grid.mant_bits <= 10,
+      "ladder of ", grid.rungs, " rungs with ", grid.mant_bits,
+      " mantissa bits is not valid; expected 2..257 rungs and 0..10 bits");
+}
+
+// The second pass: bins of the compacted |x|, all >= rung 0. Four interleaved 32-bit copies of
+// the bins, so that runs of equal keys do not serialise on one counter; on the stack (at most
+// 257 rungs, 4 KiB), so the per-step path does not allocate. 32 bits suffice: a partition holds
+// fewer than 2^32 elements.
+void count_bins(const float* abs, std::size_t count, const LadderGrid& grid, std::int64_t* bins) {
+  constexpr std::size_t kMax = 257;
+  const std::size_t nb = static_cast<std::size_t>(grid.rungs);
+  std::array<std::uint32_t, 4 * kMax> c{};
+  const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
+  const int shift = 23 - grid.mant_bits;
+  const std::uint32_t lo_key = grid.lo_key;
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4)
+    for (std::size_t q = 0; q < 4; ++q) {
+      const std::uint32_t b = (std::bit_cast<std::uint32_t>(abs[i + q]) >> shift) - lo_key;
+      ++c[q * nb + (b < top ? b : top)];
+    }
+  for (; i < count; ++i) {
+    const std::uint32_t b = (std::bit_cast<std::uint32_t>(abs[i]) >> shift) - lo_key;
+    ++c[b < top ? b : top];
   }
-  void flush(std::int64_t* bins) const {
-    for (std::size_t j = 0; j < n; ++j) bins[j] += c[j] + c[n + j] + c[2 * n + j] + c[3 * n + j];
+  for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
+}
+
+std::size_t collect_tail(const float* p, std::size_t i, std::size_t n, float lo,
+                         std::uint32_t offset, std::uint32_t* idx_out, float* abs_out,
+                         std::size_t c) {
+  for (; i < n; ++i) {
+    const float a = std::fabs(p[i]);
+    idx_out[c] = offset + static_cast<std::uint32_t>(i);
+    abs_out[c] = a;
+    c += a >= lo;  // branch-free: the store is scratch when it does not count
   }
-  std::size_t n;
-  std::array<std::uint32_t, 4 * kMaxRungs> c;
-};
+  return c;
+}
 
 #if defined(__SSE2__)
 // GCC's AVX-512 headers build unmasked ops from an "undefined" vector and then warn about it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) std::size_t ladder_avx512(const float* p, std::size_t n,
-                                                             float threshold, std::uint32_t offset,
-                                                             std::uint32_t* out,
-                                                             const LadderGrid& grid,
-                                                             LocalBins& lb) {
-  const __m512 thr = _mm512_set1_ps(threshold);
-  const __m512 lo = _mm512_set1_ps(grid.value(0));
-  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
-  const __m512i top = _mm512_set1_epi32(grid.rungs - 1);
-  const __m128i shift = _mm_cvtsi32_si128(23 - grid.mant_bits);
+__attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, std::size_t n,
+                                                              float lo_value, std::uint32_t offset,
+                                                              std::uint32_t* idx_out,
+                                                              float* abs_out) {
+  const __m512 lo = _mm512_set1_ps(lo_value);
   const __m512i step = _mm512_set1_epi32(16);
   __m512i idx =
       _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset)),
                        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  alignas(64) std::uint32_t keys[16];
-  std::uint32_t* const c0 = lb.c.data();
-  const std::size_t nb = lb.n;
   std::size_t c = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
     __m512 a[4];
-    __mmask16 kl[4];
+    __mmask16 k[4];
     for (int j = 0; j < 4; ++j) {
       a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
-      kl[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
+      k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
     }
-    if ((kl[0] | kl[1] | kl[2] | kl[3]) == 0) {
+    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
       idx = _mm512_add_epi32(idx, _mm512_slli_epi32(step, 2));
       continue;
     }
     for (int j = 0; j < 4; ++j) {
-      const __mmask16 kt = _mm512_cmp_ps_mask(a[j], thr, _CMP_GE_OQ);
-      _mm512_storeu_si512(out + c, _mm512_maskz_compress_epi32(kt, idx));
-      c += static_cast<std::size_t>(__builtin_popcount(kt));
+      _mm512_storeu_si512(idx_out + c, _mm512_maskz_compress_epi32(k[j], idx));
+      _mm512_storeu_ps(abs_out + c, _mm512_maskz_compress_ps(k[j], a[j]));
+      c += static_cast<std::size_t>(__builtin_popcount(k[j]));
       idx = _mm512_add_epi32(idx, step);
-      if (kl[j] == 0) continue;
-      // Bin of each lane: min(key - lo_key, R - 1); lanes below rung 0 are masked off.
-      const __m512i key =
-          _mm512_sub_epi32(_mm512_srl_epi32(_mm512_castps_si512(a[j]), shift), lo_key);
-      _mm512_store_si512(keys, _mm512_maskz_compress_epi32(kl[j], _mm512_min_epu32(key, top)));
-      const int m = __builtin_popcount(kl[j]);
-      for (int q = 0; q < m; ++q) ++c0[(q & 3) * nb + keys[q]];
     }
   }
-  // Tail, one element at a time.
-  const float lo_s = grid.value(0);
-  const std::uint32_t top_s = static_cast<std::uint32_t>(grid.rungs - 1);
-  for (; i < n; ++i) {
-    const float v = std::fabs(p[i]);
-    if (v >= lo_s) {
-      const std::uint32_t b = ladder_key(v, grid.mant_bits) - grid.lo_key;
-      ++c0[b < top_s ? b : top_s];
-    }
-    if (v >= threshold) out[c++] = offset + static_cast<std::uint32_t>(i);
-  }
-  return c;
+  return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
 #pragma GCC diagnostic pop
-#endif
 
-// Portable: the group of 16 is skipped when nothing reaches rung 0 (SSE2), else scalar.
-std::size_t ladder_generic(const float* p, std::size_t n, float threshold, std::uint32_t offset,
-                           std::uint32_t* out, const LadderGrid& grid, LocalBins& lb) {
-  const float lo_s = grid.value(0);
-  const std::uint32_t top_s = static_cast<std::uint32_t>(grid.rungs - 1);
-  std::uint32_t* const c0 = lb.c.data();
+// AVX2: the 8-bit mask of a group picks a lane permutation from kLut8 that moves the set lanes to
+// the front; indices and values are permuted alike and stored whole.
+__attribute__((target("avx2"))) std::size_t collect_avx2(const float* p, std::size_t n,
+                                                         float lo_value, std::uint32_t offset,
+                                                         std::uint32_t* idx_out, float* abs_out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 lo = _mm256_set1_ps(lo_value);
   std::size_t c = 0, i = 0;
-  auto one = [&](std::size_t e) {
-    const float v = std::fabs(p[e]);
-    if (v >= lo_s) {
-      const std::uint32_t b = ladder_key(v, grid.mant_bits) - grid.lo_key;
-      ++c0[(e & 3) * lb.n + (b < top_s ? b : top_s)];
+  for (; i + 32 <= n; i += 32) {
+    __m256 a[4];
+    unsigned m[4];
+    for (int j = 0; j < 4; ++j) {
+      a[j] = _mm256_and_ps(_mm256_loadu_ps(p + i + 8 * j), abs_mask);
+      m[j] = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a[j], lo, _CMP_GE_OQ)));
     }
-    if (v >= threshold) out[c++] = offset + static_cast<std::uint32_t>(e);
-  };
-#if defined(__SSE2__)
+    if ((m[0] | m[1] | m[2] | m[3]) == 0) continue;
+    for (int j = 0; j < 4; ++j) {
+      const __m256i lanes = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kLut8.lanes[m[j]])));
+      const __m256i base = _mm256_set1_epi32(static_cast<int>(offset + i + 8 * j));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx_out + c), _mm256_add_epi32(base, lanes));
+      _mm256_storeu_ps(abs_out + c, _mm256_permutevar8x32_ps(a[j], lanes));
+      c += static_cast<std::size_t>(__builtin_popcount(m[j]));
+    }
+  }
+  return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
+}
+
+// Baseline x86-64: groups of 16 below rung 0 are skipped with one compare of their maximum
+// (NaN-safe as in select_sse2), the rest go through the branch-free scalar loop.
+std::size_t collect_sse2(const float* p, std::size_t n, float lo_value, std::uint32_t offset,
+                         std::uint32_t* idx_out, float* abs_out) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  const __m128 lo = _mm_set1_ps(lo_s);
+  const __m128 lo = _mm_set1_ps(lo_value);
+  std::size_t c = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m128 m = _mm_max_ps(_mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask),
                                            _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask)),
                                 _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask),
                                            _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask)));
-    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;  // NaN-safe, as select_sse2
-    for (std::size_t e = i; e < i + 16; ++e) one(e);
+    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;
+    c = collect_tail(p, i, i + 16, lo_value, offset, idx_out, abs_out, c);
   }
-#endif
-  for (; i < n; ++i) one(i);
-  return c;
+  return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
+#endif
 
 }  // namespace
 
+std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                           std::uint32_t offset, const LadderGrid& grid,
+                                           std::uint32_t* idx_out, float* abs_out,
+                                           std::int64_t* bins) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  const float lo = grid.value(0);
+  const float* p = part.data();
+  const std::size_t n = part.size();
+  std::size_t c;
+  switch (k) {
+#if defined(__SSE2__)
+    case SelectKernel::kAvx512:
+      c = collect_avx512(p, n, lo, offset, idx_out, abs_out);
+      break;
+    case SelectKernel::kAvx2:
+      c = collect_avx2(p, n, lo, offset, idx_out, abs_out);
+      break;
+    case SelectKernel::kSse2:
+      c = collect_sse2(p, n, lo, offset, idx_out, abs_out);
+      break;
+#endif
+    default:
+      c = collect_tail(p, 0, n, lo, offset, idx_out, abs_out, 0);
+  }
+  count_bins(abs_out, c, grid, bins);
+  return c;
+}
+
+std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,
+                                      const LadderGrid& grid, std::uint32_t* idx_out,
+                                      float* abs_out, std::int64_t* bins) {
+  return collect_ladder_candidates_with(select_kernel_in_use(), part, offset, grid, idx_out,
+                                        abs_out, bins);
+}
+
+std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count,
+                          float threshold) {
+  std::size_t c = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    idx[c] = idx[i];
+    c += abs[i] >= threshold;
+  }
+  return c;
+}
+
 std::size_t select_threshold_ladder_with(SelectKernel k, std::span<const float> part,
                                          float threshold, std::uint32_t offset, std::uint32_t* out,
-                                         const LadderGrid& grid, std::int64_t* bins) {
-  EXDYNA_CHECK_ARG(grid.rungs >= 2 && grid.mant_bits >= 0 && grid.mant_bits <= 10, "ladder of ",
-                   grid.rungs, " rungs with ", grid.mant_bits,
-                   " mantissa bits is not valid; expected >= 2 rungs and 0..10 bits");
-  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
-  LocalBins lb(grid.rungs);
-  std::size_t c;
-#if defined(__SSE2__)
-  if (k == SelectKernel::kAvx512)
-    c = ladder_avx512(part.data(), part.size(), threshold, offset, out, grid, lb);
-  else
-#endif
-    c = ladder_generic(part.data(), part.size(), threshold, offset, out, grid, lb);
-  lb.flush(bins);
-  return c;
+                                         const LadderGrid& grid, std::int64_t* bins,
+                                         float* abs_scratch) {
+  const std::size_t c =
+      collect_ladder_candidates_with(k, part, offset, grid, out, abs_scratch, bins);
+  if (threshold < grid.value(0)) {
+    // Values between the threshold and rung 0 are selected but not candidates: the plain pass.
+    return select_threshold_with(k, part, threshold, offset, out);
+  }
+  return keep_at_least(out, abs_scratch, c, threshold);
 }
 
 std::size_t select_threshold_ladder(std::span<const float> part, float threshold,
                                     std::uint32_t offset, std::uint32_t* out,
-                                    const LadderGrid& grid, std::int64_t* bins) {
+                                    const LadderGrid& grid, std::int64_t* bins,
+                                    float* abs_scratch) {
   return select_threshold_ladder_with(select_kernel_in_use(), part, threshold, offset, out, grid,
-                                      bins);
+                                      bins, abs_scratch);
 }
 
 }  // namespace exdyna::core

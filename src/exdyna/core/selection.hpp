@@ -47,16 +47,39 @@ struct LadderGrid {
 std::uint32_t ladder_key(float v, int mant_bits);  // of |v|
 float ladder_value(std::uint32_t key, int mant_bits);
 
-// select_threshold, and in the same pass over part: bins[j] += #{x : key(|x|) = lo_key + j} for
-// j < R - 1 and bins[R - 1] += #{x : key(|x|) >= lo_key + R - 1}; values below rung 0 and NaN
-// are not counted. bins has R entries, added to (not cleared).
+// The ladder's candidates: every |x| >= grid.value(0) of part (NaN never), their indices
+// offset + i in increasing order into idx_out and their |x| into abs_out, and the ladder bins of
+// the candidates added to bins (R entries, not cleared): bins[j] += #{key(|x|) = lo_key + j} for
+// j < R - 1, bins[R - 1] += #{key(|x|) >= lo_key + R - 1}. Returns the number of candidates.
+// Both outputs need room for part.size() entries; entries past the count may be overwritten.
+//
+// Two passes, the second over the candidates only: the streaming pass over part is branch-free
+// compaction (AVX-512 compress, AVX2 permute by table), and the bins are counted afterwards in a
+// tight loop over the compacted values. Counting while streaming took a data-dependent inner
+// loop per group of 16 whose trip count the branch predictor cannot learn (about 11% of the
+// values lie above rung 0 at d = 0.01 on 8 workers): 6x the plain selection pass at 25M.
+std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,
+                                      const LadderGrid& grid, std::uint32_t* idx_out,
+                                      float* abs_out, std::int64_t* bins);
+// With a given implementation (kScalar and kSse2 share the portable version).
+std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                           std::uint32_t offset, const LadderGrid& grid,
+                                           std::uint32_t* idx_out, float* abs_out,
+                                           std::int64_t* bins);
+
+// Keeps, in place and in order, the candidates with abs >= threshold; returns how many.
+std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count, float threshold);
+
+// select_threshold and the ladder's bins of the same values: collect_ladder_candidates, then
+// keep_at_least(threshold). abs_scratch needs room for part.size() floats.
 std::size_t select_threshold_ladder(std::span<const float> part, float threshold,
                                     std::uint32_t offset, std::uint32_t* out,
-                                    const LadderGrid& grid, std::int64_t* bins);
-// With a given implementation: kAvx512, or the portable SSE2-skip version for any other value.
+                                    const LadderGrid& grid, std::int64_t* bins, float* abs_scratch);
+// With a given implementation.
 std::size_t select_threshold_ladder_with(SelectKernel k, std::span<const float> part,
                                          float threshold, std::uint32_t offset, std::uint32_t* out,
-                                         const LadderGrid& grid, std::int64_t* bins);
+                                         const LadderGrid& grid, std::int64_t* bins,
+                                         float* abs_scratch);
 // The same one element at a time (the tests' reference).
 std::size_t select_threshold_ladder_scalar(std::span<const float> part, float threshold,
                                            std::uint32_t offset, std::uint32_t* out,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/threshold.hpp"
 #include "exdyna/core/timer.hpp"
@@ -75,7 +76,9 @@ double effective_min_blk(const core::ExDynaOptions& o) {
 }
 
 constexpr std::uint32_t kStateMagic = 0x31445845;  // "EXD1"
-constexpr std::uint32_t kStateVersion = 2;
+// Version 3 adds the controller (the exact controller's state is the histogram's); version 2
+// states are still read.
+constexpr std::uint32_t kStateVersion = 3;
 
 }  // namespace
 
@@ -91,7 +94,7 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
     std::clog << "exdyna: " << parts_.layout().note << "\n";
   const std::size_t n = static_cast<std::size_t>(cfg_.world_size);
   std::size_t per_rank = 1;
-  if (cfg_.exdyna.controller == core::Controller::kHistogram) {
+  if (cfg_.exdyna.controller != core::Controller::kPaper) {
     hist_.emplace(cfg_.exdyna.ladder_rungs, cfg_.exdyna.ladder_span);
     bins_.resize(static_cast<std::size_t>(hist_->rungs()));
     summed_bins_.resize(bins_.size());
@@ -106,6 +109,11 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   std::int64_t largest = 0;
   for (int j = 0; j < parts_.size(); ++j) largest = std::max(largest, parts_.range(j).size());
   idx_.resize(static_cast<std::size_t>(std::min(cfg_.n_g, largest + largest / 4)));
+  if (hist_) abs_.resize(idx_.size());
+  if (cfg_.exdyna.controller == core::Controller::kExact) {
+    quota_.resize(n);
+    have_.resize(n);
+  }
 }
 
 std::string ExDyna::fingerprint() const {
@@ -136,34 +144,73 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.other += sw.lap();
 
   // Alg. 4 on this worker's partition.
-  if (static_cast<std::int64_t>(idx_.size()) < range.size())
+  if (static_cast<std::int64_t>(idx_.size()) < range.size()) {
     idx_.resize(static_cast<std::size_t>(range.size()));
+    if (hist_) abs_.resize(idx_.size());
+  }
   const auto part =
       acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size()));
+  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
+  const auto offset = static_cast<std::uint32_t>(range.begin);
+  core::LadderGrid grid;
   std::size_t mine;
   if (hist_) {
-    // Same pass: the selection and the ladder's bins.
+    // Same pass: the selection (or, for the exact controller, every candidate at or above the
+    // ladder's lowest rung) and the ladder's bins.
+    grid = hist_->grid(threshold_);
     std::fill(bins_.begin(), bins_.end(), 0);
-    mine = core::select_threshold_ladder(part, thr, static_cast<std::uint32_t>(range.begin),
-                                         idx_.data(), hist_->grid(threshold_), bins_.data());
+    mine = exact ? core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
+                                                   bins_.data())
+                 : core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
+                                                 abs_.data());
   } else {
-    mine = core::select_threshold(part, thr, static_cast<std::uint32_t>(range.begin), idx_.data());
-  }
-  if (mine == 0) {
-    // Nothing passed: one deterministic index from this worker's own partition, so exclusivity
-    // holds and every count stays positive.
-    idx_[0] = static_cast<Index>(range.begin + t % range.size());
-    mine = 1;
+    mine = core::select_threshold(part, thr, offset, idx_.data());
   }
   stats.times.select += sw.lap();
 
-  // Alg. 1 lines 11-13: counts, indices, then the summed values at the indices.
-  // The ladder's bins ride along with the count: one all-gather of 1 + R int64 per rank.
+  // Alg. 1 line 11: the counts. The ladder's bins ride along: one all-gather of 1 + R int64 per
+  // rank.
   const std::size_t per_rank = gather_mine_.size();
   gather_mine_[0] = static_cast<std::int64_t>(mine);
   std::copy(bins_.begin(), bins_.end(), gather_mine_.begin() + 1);
   comm.allgather_counts(gather_mine_, gather_all_);
-  for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
+  if (hist_) {
+    std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
+    for (int i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < summed_bins_.size(); ++j)
+        summed_bins_[j] += gather_all_[i * per_rank + 1 + j];
+  }
+  stats.times.allgather += sw.lap();
+
+  if (exact) {
+    // This iteration's cut to exactly k (when the ladder holds k), identical on every rank: each
+    // worker's k_i follows from the gathered ladders, so no rank needs another collective.
+    const core::LadderCut cut = core::cut_ladder(summed_bins_, k_);
+    const std::size_t r = static_cast<std::size_t>(cut.rung);
+    for (int i = 0; i < n; ++i) have_[i] = gather_all_[i * per_rank + 1 + r];
+    core::apportion(cut.need, have_, quota_);
+    for (int i = 0; i < n; ++i) {
+      std::int64_t above = quota_[i];
+      for (std::size_t j = r + 1; j < bins_.size(); ++j) above += gather_all_[i * per_rank + 1 + j];
+      counts_[i] = above;
+    }
+    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, cut.rung,
+                          quota_[static_cast<std::size_t>(cfg_.rank)], cut_scratch_);
+    EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
+                 " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
+  } else {
+    for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
+  }
+  if (mine == 0) {
+    // Nothing passed: one deterministic index from this worker's own partition, so exclusivity
+    // holds and every count stays positive (every rank knows: counts_ is gathered data).
+    idx_[0] = static_cast<Index>(range.begin + t % range.size());
+    mine = 1;
+  }
+  for (auto& c : counts_) c = std::max<std::int64_t>(c, 1);
+  stats.times.select += sw.lap();
+
+  // Alg. 1 line 12: the indices.
   comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
                              out.indices);
   stats.times.allgather += sw.lap();
@@ -179,10 +226,6 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
   if (hist_) {
-    std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
-    for (int i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < summed_bins_.size(); ++j)
-        summed_bins_[j] += gather_all_[i * per_rank + 1 + j];
     threshold_ = hist_->next_threshold(threshold_, k_, summed_bins_);
   } else {
     threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
@@ -214,6 +257,7 @@ std::vector<std::byte> ExDyna::save_state() const {
   Writer w;
   w.put(kStateMagic);
   w.put(kStateVersion);
+  w.put<std::int32_t>(static_cast<std::int32_t>(cfg_.exdyna.controller));
   w.put<std::int64_t>(cfg_.n_g);
   w.put<std::int64_t>(parts_.layout().n_blocks);
   w.put(iteration_);
@@ -233,8 +277,15 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   EXDYNA_CHECK_T(DataError, r.get<std::uint32_t>() == kStateMagic,
                  "exdyna state does not start with the exdyna magic; not an exdyna checkpoint");
   const auto version = r.get<std::uint32_t>();
-  EXDYNA_CHECK_T(DataError, version == kStateVersion, "exdyna state version ", version,
-                 " is not supported; expected ", kStateVersion);
+  EXDYNA_CHECK_T(DataError, version == 2 || version == kStateVersion, "exdyna state version ",
+                 version, " is not supported; expected 2 or ", kStateVersion);
+  if (version >= 3) {
+    const auto c = r.get<std::int32_t>();
+    const auto mine = static_cast<std::int32_t>(cfg_.exdyna.controller);
+    EXDYNA_CHECK_T(DataError, c == mine, "exdyna state was saved with controller ",
+                   c >= 0 && c <= 2 ? core::to_string(static_cast<core::Controller>(c)) : "?",
+                   "; this sparsifier uses ", core::to_string(cfg_.exdyna.controller));
+  }
   const auto n_g = r.get<std::int64_t>();
   EXDYNA_CHECK_T(DataError, n_g == cfg_.n_g, "exdyna state is for n_g = ", n_g, "; expected ",
                  cfg_.n_g);
@@ -249,8 +300,9 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   const auto last_exact = r.get<double>();
   const auto log_trend = r.get<double>();
   EXDYNA_CHECK_T(DataError, (down >= 0) == hist_.has_value(),
-                 "exdyna state was saved with controller ", down >= 0 ? "histogram" : "paper",
-                 "; this sparsifier uses ", core::to_string(cfg_.exdyna.controller));
+                 "exdyna state was saved with controller ",
+                 down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
+                 core::to_string(cfg_.exdyna.controller));
   const auto load_size = r.get<std::int64_t>();
   EXDYNA_CHECK_T(DataError, load_size == 0 || load_size == parts_.layout().n_blocks,
                  "exdyna state holds ", load_size,

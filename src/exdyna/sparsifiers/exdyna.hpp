@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "exdyna/core/partition.hpp"
@@ -72,9 +73,12 @@ class ExDyna final : public Sparsifier {
   std::vector<std::int64_t> gather_mine_;
   std::vector<std::int64_t> gather_all_;
   std::vector<std::int64_t> counts_;
-  std::vector<std::int64_t> bins_;         // this worker's ladder bins
-  std::vector<std::int64_t> summed_bins_;  // over all workers
-  std::vector<std::uint32_t> block_hits_;  // this step's selections per block
+  std::vector<std::int64_t> bins_;          // this worker's ladder bins
+  std::vector<std::int64_t> summed_bins_;   // over all workers
+  std::vector<std::uint32_t> block_hits_;   // this step's selections per block
+  std::vector<float> abs_;                  // ladder candidates' |acc|
+  std::vector<std::int64_t> have_, quota_;  // exact controller: per worker, in the cut's bin
+  std::vector<std::pair<float, std::uint32_t>> cut_scratch_;
 };
 
 }  // namespace exdyna::sparsifiers

@@ -1,0 +1,57 @@
+// Issue 5's exact controller (ExDynaOptions::controller = kExact): the selection of one iteration
+// that holds exactly k values, read off the ladders every worker gathered with its count.
+//
+// The histogram controller (threshold.hpp) uses the summed ladder to place the NEXT threshold, so
+// every iteration still selects with a threshold estimated from the previous one, and the density
+// follows the gradient's drift one iteration late (after a scale step it dipped to 0.82 d for
+// a dozen iterations at d = 0.001). The exact controller uses the same ladder for THIS
+// iteration: every worker collects the candidates at or above the ladder's lowest rung (its
+// selection pass stores them instead of only those above the threshold), gathers its ladder with
+// its count, and then every rank reads off the same cut from the gathered ladders:
+//   * the highest rung j whose global count reaches k; every candidate above bin j is selected;
+//   * the remaining k - count(>= rung j + 1) are taken from bin j, apportioned to the workers in
+//     proportion to their count in bin j (largest remainders, ties to the lower rank), each worker
+//     taking its largest values of that bin.
+// Each worker's k_i follows from the gathered ladders alone, so every rank knows every k_i (the
+// padded all-gather's size) without another collective, and the global selection is exactly k
+// whenever the ladder holds k. It is a global threshold up to one bin (4.4% wide at 16 rungs per
+// octave): inside bin j the split follows the workers' shares, not the exact order of values.
+// When the ladder holds fewer than k (rung 0 above the k-th largest value) every candidate is
+// selected and the histogram controller widens the next ladder, as it does alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "exdyna/core/selection.hpp"
+
+namespace exdyna::core {
+
+struct LadderCut {
+  int rung = 0;            // the bin taken in part; bins above it are taken whole
+  std::int64_t need = 0;   // how many values of bin `rung` are taken, over all workers
+  std::int64_t total = 0;  // values selected over all workers: k, or all candidates if fewer
+  bool bracketed = false;  // total == k
+};
+
+// summed: the ladder bins summed over all workers (R >= 1 entries, each >= 0). k >= 1.
+LadderCut cut_ladder(std::span<const std::int64_t> summed, std::int64_t k);
+
+// share[w] for every worker: need split in proportion to have[w] by largest remainders (ties to
+// the lower index), so that sum(share) = need and share[w] <= have[w]. Requires
+// 0 <= need <= sum(have).
+void apportion(std::int64_t need, std::span<const std::int64_t> have,
+               std::span<std::int64_t> share);
+
+// One worker's part of the cut: keeps, in place and in index order, the candidates (idx, abs from
+// collect_ladder_candidates with `grid`) whose bin lies above `rung`, and the `quota` largest of
+// bin `rung` (ties in value: the lower index first). Returns how many are kept. scratch is reused
+// between calls to avoid allocating in the steady state.
+std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
+                     const LadderGrid& grid, int rung, std::int64_t quota,
+                     std::vector<std::pair<float, std::uint32_t>>& scratch);
+
+}  // namespace exdyna::core
