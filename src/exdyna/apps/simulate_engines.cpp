@@ -53,6 +53,8 @@ int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std:
     if (cfg.trace_dir.empty()) {
       fp.add("seed", std::to_string(cfg.seed));
       fp.add("synthetic", cfg.synthetic_options().describe());
+    } else {
+      fp.add("source", cfg.describe_source());  // the trace's scale steps
     }
     fp.add("global_error", cfg.measure_global_error ? "1" : "0");
     fp.add("timeout_s", str(cfg.timeout_s));

@@ -17,6 +17,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sim/scaled_source.hpp"
 #include "exdyna/sim/trace_source.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 
@@ -71,6 +72,13 @@ std::string source_name(const SimulateConfig& cfg) {
                                : "trace '" + cfg.trace_dir.string() + "'";
 }
 
+// The scale steps as the synthetic source's describe() lists them.
+std::string describe_steps(std::span<const ScaleStep> steps) {
+  std::ostringstream os;
+  for (const auto& s : steps) os << ", x" << s.factor << " at " << s.iteration;
+  return os.str();
+}
+
 }  // namespace
 
 void SimulateConfig::validate() const {
@@ -87,9 +95,7 @@ void SimulateConfig::validate() const {
   if (!trace_dir.empty()) {
     EXDYNA_CHECK_ARG(!n_grad, "--n-grad ", n_grad.value_or(0), " and --trace '", trace_dir.string(),
                      "' conflict; expected one of them (a trace fixes n_g in its meta.json)");
-    EXDYNA_CHECK_ARG(synthetic.scale_steps.empty(),
-                     "scale steps apply to the synthetic source, not to trace '",
-                     trace_dir.string(), "'");
+    validate_scale_steps(synthetic.scale_steps);
   } else {
     synthetic_options().validate();
   }
@@ -104,8 +110,17 @@ SyntheticOptions SimulateConfig::synthetic_options() const {
   return o;
 }
 
+std::string SimulateConfig::describe_source() const {
+  if (trace_dir.empty()) return synthetic_options().describe();
+  return "trace '" + trace_dir.string() + "'" + describe_steps(synthetic.scale_steps);
+}
+
 std::unique_ptr<GradientSource> make_source(const SimulateConfig& cfg) {
-  if (!cfg.trace_dir.empty()) return std::make_unique<TraceSource>(cfg.trace_dir);
+  if (!cfg.trace_dir.empty()) {
+    auto trace = std::make_unique<TraceSource>(cfg.trace_dir);
+    if (cfg.synthetic.scale_steps.empty()) return trace;
+    return std::make_unique<ScaledSource>(std::move(trace), cfg.synthetic.scale_steps);
+  }
   return std::make_unique<SyntheticSource>(cfg.synthetic_options());
 }
 
@@ -247,7 +262,8 @@ Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
   } else {
     s.density_ratio_after_warmup = s.f_t_after_warmup = std::nan("");
   }
-  if (cfg.trace_dir.empty()) {
+  {
+    // Scale steps of either source (a trace replays them through ScaledSource).
     auto steps_sorted = cfg.synthetic.scale_steps;
     std::sort(steps_sorted.begin(), steps_sorted.end(),
               [](const ScaleStep& a, const ScaleStep& b) { return a.iteration < b.iteration; });
@@ -288,8 +304,7 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
     std::snprintf(line, sizeof line, fmt, args...);
     os << line;
   };
-  const std::string source = cfg.trace_dir.empty() ? cfg.synthetic_options().describe()
-                                                   : "trace '" + cfg.trace_dir.string() + "'";
+  const std::string source = cfg.describe_source();
   os << "exdyna simulate: " << cfg.sparsifier << " on " << cfg.workers.value_or(0) << " workers, "
      << s.iterations << " iterations, n_g = " << src.n_g() << " from " << source << "\n";
   out("target density %.6g (k = %lld), gather %s\n\n", s.target_density,

@@ -45,20 +45,24 @@ struct SimulateConfig {
   std::optional<std::int64_t> n_grad;      // synthetic only; unset: kDefaultNg
   std::filesystem::path trace_dir;         // non-empty: replay this trace
   std::uint64_t seed = 1;                  // the synthetic source's
-  SyntheticOptions synthetic;              // its n_g and seed come from n_grad and seed
-  std::filesystem::path decisions_path;    // non-empty: the decisions CSV
-  std::filesystem::path stats_path;        // non-empty: the full per-iteration CSV
-  double timeout_s = 300;                  // of every collective
-  bool measure_global_error = true;        // Eq. 1, one all-reduce of a double per step
+  // Its n_g and seed come from n_grad and seed. Its scale_steps apply to a trace too (make_source
+  // wraps the trace in a ScaledSource), so a learning-rate-decay-like step works on either source.
+  SyntheticOptions synthetic;
+  std::filesystem::path decisions_path;  // non-empty: the decisions CSV
+  std::filesystem::path stats_path;      // non-empty: the full per-iteration CSV
+  double timeout_s = 300;                // of every collective
+  bool measure_global_error = true;      // Eq. 1, one all-reduce of a double per step
 
   // Checks what can be checked without the source (ranges, conflicting options, output
   // directories). Throws InvalidArgument naming the option, the value and what was expected.
   void validate() const;
   // The synthetic options this config asks for (n_g and seed filled in).
   SyntheticOptions synthetic_options() const;
+  // The source in words, scale steps included (the summary's header, the engines' fingerprint).
+  std::string describe_source() const;
 };
 
-// The synthetic source, or the trace when trace_dir is set.
+// The synthetic source, or the trace when trace_dir is set (scaled when scale steps are given).
 std::unique_ptr<GradientSource> make_source(const SimulateConfig& cfg);
 
 // cfg with workers, iterations and n_grad filled in from the source and the defaults, validated
@@ -109,8 +113,8 @@ struct Summary {
   static constexpr std::int64_t kWarmup = 10;
   double density_ratio_after_warmup = 0;
   double f_t_after_warmup = 0;
-  // For each scale step of the synthetic source inside the run: iterations from the step until the
-  // density is first back within +-10% (-1: never), and until it stays there (-1: it does not).
+  // For each scale step inside the run (synthetic source or trace): iterations from the step until
+  // the density is first back within +-10% (-1: never), and until it stays there (-1: it does not).
   struct Recovery {
     std::int64_t iteration = 0;
     double factor = 1;

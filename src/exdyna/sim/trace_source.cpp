@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMeta = "meta.json";
-constexpr const char* kData = "grads.f32";
+constexpr const char* kMeta = kTraceMetaFile;
+constexpr const char* kData = kTraceDataFile;
 
 // A positive integer field of meta.json, at most `max`.
 std::int64_t positive_field(const nlohmann::json& j, const char* key, const fs::path& path,

@@ -20,6 +20,10 @@
 
 namespace exdyna::sim {
 
+// The two files of a trace directory.
+inline constexpr const char* kTraceMetaFile = "meta.json";
+inline constexpr const char* kTraceDataFile = "grads.f32";
+
 struct TraceMeta {
   std::int64_t n_g = 0;
   int workers = 0;

@@ -310,7 +310,8 @@ DataBundle load_data(const TrainOptions& opts) {
 }
 
 TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
-                         const DataBundle* data_in, const StepHook& hook) {
+                         const DataBundle* data_in, const StepHook& hook,
+                         const GradientHook& on_gradient) {
   opts.validate();
   const int world = comm.size(), rank = comm.rank();
   DataBundle own;
@@ -454,6 +455,7 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
     double lsum = loss.item<double>();
     IterRecord rec;
     rec.t_compute = sw.lap();
+    if (on_gradient) on_gradient(step, std::span<const float>(m.g_span()));
     comm.allreduce_sum(std::span<double>(&lsum, 1));
     rec.loss = lsum / world;
     rec.stats = ef.step(m.g_span(), comm);

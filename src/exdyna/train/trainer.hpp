@@ -86,9 +86,15 @@ struct TrainResult {
 // Called after every step with this rank's parameters (tests check ranks agree).
 using StepHook = std::function<void(int rank, std::int64_t step, std::span<const float> params)>;
 
+// Called on every rank in every step after backward and before error feedback, with the step
+// number (0-based, counting resumed steps) and this rank's raw local minibatch gradient: the flat
+// gradient buffer, read-only (`exdyna train --record-trace` writes it to a trace).
+using GradientHook = std::function<void(std::int64_t step, std::span<const float> grad)>;
+
 // Runs training on this worker. data may be null (then load_data is called here).
 TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
-                         const DataBundle* data = nullptr, const StepHook& hook = {});
+                         const DataBundle* data = nullptr, const StepHook& hook = {},
+                         const GradientHook& on_gradient = {});
 
 // Intra-op threads of libtorch for this process (1 per worker is best when workers share cores).
 void set_torch_threads(int n);
