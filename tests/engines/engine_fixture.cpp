@@ -32,6 +32,7 @@
 #include "exdyna/comm/engines/runner.hpp"
 #include "exdyna/comm/fingerprint.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/exdyna_options.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 
@@ -181,8 +182,24 @@ void run_rank(const Args& a, comm::Communicator& c) {
   std::ostringstream out;
   std::vector<float> grad(static_cast<std::size_t>(a.n_g));
   std::int64_t global_step = 0;
-  for (const auto& name : reg.names()) {
-    if (!a.only.empty() && name != a.only) continue;
+  // Every sparsifier with its defaults, and exdyna with each of issue 5's controllers and exact
+  // balance (their decisions come from gathered ladders: every engine must agree on them too).
+  struct Variant {
+    std::string name, label;
+    core::Controller controller = core::Controller::kPaper;
+    core::Balance balance = core::Balance::kPaper;
+  };
+  std::vector<Variant> variants;
+  for (const auto& name : reg.names()) variants.push_back({name, name});
+  variants.push_back(
+      {"exdyna", "exdyna/histogram/exact", core::Controller::kHistogram, core::Balance::kExact});
+  variants.push_back(
+      {"exdyna", "exdyna/exact/paper", core::Controller::kExact, core::Balance::kPaper});
+  variants.push_back(
+      {"exdyna", "exdyna/exact/exact", core::Controller::kExact, core::Balance::kExact});
+  for (const auto& v : variants) {
+    const std::string& name = v.label;
+    if (!a.only.empty() && v.name != a.only) continue;
     for (auto mode : {comm::GatherMode::kPadded, comm::GatherMode::kExact}) {
       sparsifiers::SparsifierConfig cfg;
       cfg.density = density;
@@ -190,7 +207,9 @@ void run_rank(const Args& a, comm::Communicator& c) {
       cfg.world_size = n;
       cfg.rank = r;
       cfg.gather_mode = mode;
-      sparsifiers::ErrorFeedback ef(reg.make(name, cfg), a.n_g);
+      cfg.exdyna.controller = v.controller;
+      cfg.exdyna.balance = v.balance;
+      sparsifiers::ErrorFeedback ef(reg.make(v.name, cfg), a.n_g);
       for (int t = 0; t < a.steps; ++t, ++global_step) {
         if (fault.rank == r && fault.step == global_step) {
           std::fprintf(stderr, "engine_fixture: rank %d injecting fault '%s' before step %lld\n", r,

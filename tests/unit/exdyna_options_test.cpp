@@ -2,6 +2,7 @@
 // threshold from the summed ladder) and exact balance (equal shares of the gathered indices).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -289,6 +290,16 @@ TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
     for (std::int64_t t = 0; t < 8; ++t) {
       fill(acc, t);
       a.step(acc, c, out, s);
+      // The exact controller's ladder reaches 7.75 octaves above 0.3: k is bracketed from the
+      // first step, so every step selects exactly k, plus the one index each worker whose cut is
+      // empty still sends (the hot fifth starts in one partition).
+      if (ctl == Controller::kExact) {
+        const auto forced = std::count(s.k_per_worker.begin(), s.k_per_worker.end(), 1);
+        EXPECT_GE(s.k_total, a.k()) << "step " << t;
+        EXPECT_LE(s.k_total, a.k() + forced) << "step " << t;
+        if (bal == Balance::kExact && t >= 2) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+        EXPECT_EQ(static_cast<std::int64_t>(out.indices.size()), s.k_total);
+      }
     }
     if (ctl == Controller::kHistogram) {
       // Fresh data each step, no error feedback: the exact threshold of the last step is right.
@@ -310,12 +321,14 @@ TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
       ASSERT_EQ(oa.indices, ob.indices);
       ASSERT_EQ(a.threshold(), b.threshold());
     }
-    // A sparsifier with the other controller refuses this state.
-    auto other = cfg;
-    other.exdyna.controller =
-        ctl == Controller::kPaper ? Controller::kHistogram : Controller::kPaper;
-    ExDyna wrong(other);
-    EXPECT_THROW(wrong.load_state(state), DataError);
+    // A sparsifier with another controller refuses this state.
+    for (const auto o : {Controller::kPaper, Controller::kHistogram, Controller::kExact}) {
+      if (o == ctl) continue;
+      auto other = cfg;
+      other.exdyna.controller = o;
+      ExDyna wrong(other);
+      EXPECT_THROW(wrong.load_state(state), DataError) << to_string(o);
+    }
     std::lock_guard<std::mutex> lock(mu);
     thresholds.push_back(a.threshold());
   });
@@ -325,4 +338,6 @@ TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
 INSTANTIATE_TEST_SUITE_P(Modes, OptionModes,
                          ::testing::Values(std::pair{Controller::kHistogram, Balance::kPaper},
                                            std::pair{Controller::kPaper, Balance::kExact},
-                                           std::pair{Controller::kHistogram, Balance::kExact}));
+                                           std::pair{Controller::kHistogram, Balance::kExact},
+                                           std::pair{Controller::kExact, Balance::kPaper},
+                                           std::pair{Controller::kExact, Balance::kExact}));

@@ -1,0 +1,106 @@
+// The exact controller's cut (core/ladder_cut.hpp): the rung and bin share that make the gathered
+// selection exactly k, the apportionment of a bin among workers, and one worker's part of it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "exdyna/core/error.hpp"
+#include "exdyna/core/ladder_cut.hpp"
+
+using namespace exdyna;
+using namespace exdyna::core;
+
+TEST(LadderCut, FindsTheBinThatHoldsTheKthValue) {
+  // Bins, lowest rung first: counts at or above rung j are 100 60 30 10 4.
+  const std::vector<std::int64_t> summed{40, 30, 20, 6, 4};
+  auto c = cut_ladder(summed, 25);  // 10 above rung 3, 15 of bin 2's 20
+  EXPECT_EQ(c.rung, 2);
+  EXPECT_EQ(c.need, 15);
+  EXPECT_TRUE(c.bracketed);
+  EXPECT_EQ(c.total, 25);
+  c = cut_ladder(summed, 30);  // exactly the count at rung 2: all of bin 2
+  EXPECT_EQ(c.rung, 2);
+  EXPECT_EQ(c.need, 20);
+  c = cut_ladder(summed, 3);  // inside the open top bin
+  EXPECT_EQ(c.rung, 4);
+  EXPECT_EQ(c.need, 3);
+  c = cut_ladder(summed, 100);
+  EXPECT_EQ(c.rung, 0);
+  EXPECT_EQ(c.need, 40);
+  EXPECT_TRUE(c.bracketed);
+  c = cut_ladder(summed, 250);  // the ladder holds fewer than k: everything, not bracketed
+  EXPECT_EQ(c.rung, 0);
+  EXPECT_EQ(c.need, 40);
+  EXPECT_EQ(c.total, 100);
+  EXPECT_FALSE(c.bracketed);
+  EXPECT_THROW(cut_ladder(summed, 0), InvalidArgument);
+  EXPECT_THROW(cut_ladder(std::vector<std::int64_t>{}, 1), InvalidArgument);
+  EXPECT_THROW(cut_ladder(std::vector<std::int64_t>{3, -1}, 1), InvalidArgument);
+}
+
+TEST(LadderCut, ApportionAddsUpAndStaysWithinEachShare) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 16);
+    std::vector<std::int64_t> have(static_cast<std::size_t>(n)), share(have.size());
+    for (auto& h : have) h = static_cast<std::int64_t>(rng() % 50);
+    const std::int64_t total = std::accumulate(have.begin(), have.end(), std::int64_t{0});
+    const std::int64_t need = total ? static_cast<std::int64_t>(rng() % (total + 1)) : 0;
+    apportion(need, have, share);
+    EXPECT_EQ(std::accumulate(share.begin(), share.end(), std::int64_t{0}), need);
+    for (std::size_t w = 0; w < have.size(); ++w) {
+      EXPECT_LE(share[w], have[w]);
+      EXPECT_GE(share[w], 0);
+      // Largest remainders: within one of the exact proportional share.
+      if (total) {
+        const double exact = static_cast<double>(need) * have[w] / total;
+        EXPECT_LT(std::abs(share[w] - exact), 1.0);
+      }
+    }
+  }
+  // Ties in the remainder go to the lower index.
+  std::vector<std::int64_t> share(3);
+  apportion(1, std::vector<std::int64_t>{5, 5, 5}, share);
+  EXPECT_EQ(share, (std::vector<std::int64_t>{1, 0, 0}));
+  apportion(2, std::vector<std::int64_t>{1, 3, 3}, share);  // 2/7, 6/7, 6/7: the larger two
+  EXPECT_EQ(share, (std::vector<std::int64_t>{0, 1, 1}));
+  // Counts near 2^40 do not overflow the products.
+  std::vector<std::int64_t> big{std::int64_t{1} << 40, std::int64_t{3} << 40};
+  std::vector<std::int64_t> bs(2);
+  apportion(std::int64_t{1} << 41, big, bs);
+  EXPECT_EQ(bs[0], std::int64_t{1} << 39);
+  EXPECT_EQ(bs[1], std::int64_t{3} << 39);
+  EXPECT_THROW(apportion(5, std::vector<std::int64_t>{1, 2}, share), InvalidArgument);
+  EXPECT_THROW(apportion(-1, std::vector<std::int64_t>{1, 2}, bs), InvalidArgument);
+}
+
+// One worker: the candidates above the cut's bin, and the largest `quota` of the bin (ties: the
+// lower index), in index order.
+TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
+  const int m = 2;                                   // 4 rungs per octave
+  const LadderGrid grid{m, ladder_key(1.0f, m), 5};  // rungs 1, 1.19, 1.41, 1.68, 2 (open top)
+  ASSERT_EQ(grid.value(1), 1.25f);                   // the 2-bit grid: 1, 1.25, 1.5, 1.75, 2
+  // bin 1 is [1.25, 1.5): values 1.3, 1.4, 1.4 (two ties), 1.26; above it 1.6 and 9.
+  std::vector<float> abs{1.3f, 1.0f, 1.4f, 1.6f, 1.4f, 9.0f, 1.26f, 1.1f};
+  std::vector<std::uint32_t> base(abs.size());
+  std::iota(base.begin(), base.end(), 100u);
+  std::vector<std::pair<float, std::uint32_t>> scratch;
+  auto run = [&](int rung, std::int64_t quota) {
+    auto idx = base;
+    const auto c = take_cut(idx.data(), abs.data(), abs.size(), grid, rung, quota, scratch);
+    idx.resize(c);
+    return idx;
+  };
+  using V = std::vector<std::uint32_t>;
+  EXPECT_EQ(run(1, 0), (V{103, 105}));
+  EXPECT_EQ(run(1, 1), (V{102, 103, 105}));  // 1.4 at 102 before its tie at 104
+  EXPECT_EQ(run(1, 2), (V{102, 103, 104, 105}));
+  EXPECT_EQ(run(1, 3), (V{100, 102, 103, 104, 105}));
+  EXPECT_EQ(run(1, 4), (V{100, 102, 103, 104, 105, 106}));
+  EXPECT_EQ(run(4, 1), (V{105}));                                     // the open top bin
+  EXPECT_EQ(run(0, 2), (V{100, 101, 102, 103, 104, 105, 106, 107}));  // bin 0 holds 2
+  EXPECT_THROW(run(1, 5), InvalidArgument);                           // more than the bin holds
+  EXPECT_THROW(run(5, 0), InvalidArgument);
+}
