@@ -89,7 +89,7 @@ void BM_exact_select(benchmark::State& st) {
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
   std::vector<float> abs(part.size());
-  std::vector<std::pair<float, std::uint32_t>> scratch;
+  std::vector<float> scratch;
   exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
   const auto grid = h.grid(d.thr);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
+#include <limits>
 
 #include "exdyna/core/error.hpp"
 
@@ -79,7 +81,7 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 
 std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
                      const LadderGrid& grid, int rung, std::int64_t quota,
-                     std::vector<std::pair<float, std::uint32_t>>& scratch) {
+                     std::vector<float>& scratch) {
   EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "ladder cut at rung ", rung, "; expected 0..",
                    grid.rungs - 1);
   EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
@@ -90,29 +92,37 @@ std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
     return b < top ? b : top;
   };
   const auto r = static_cast<std::uint32_t>(rung);
-  // The bin's values, largest first; the quota-th of them is the last one taken.
-  scratch.clear();
-  for (std::size_t i = 0; i < count; ++i)
-    if (bin(abs[i]) == r) scratch.emplace_back(abs[i], idx[i]);
-  EXDYNA_CHECK_ARG(quota <= static_cast<std::int64_t>(scratch.size()), "ladder cut quota ", quota,
-                   " exceeds the ", scratch.size(), " values of bin ", rung);
-  const auto before = [](const std::pair<float, std::uint32_t>& a,
-                         const std::pair<float, std::uint32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  std::pair<float, std::uint32_t> last{0.0f, 0};
-  const bool partial = quota > 0 && quota < static_cast<std::int64_t>(scratch.size());
-  if (partial) {
-    const auto nth = scratch.begin() + (quota - 1);
-    std::nth_element(scratch.begin(), nth, scratch.end(), before);
-    last = *nth;
+  // The bin's values (branch-free: about a fifth of the candidates fall in it, in no pattern the
+  // branch predictor could learn). scratch keeps its capacity between steps.
+  if (scratch.size() < count) scratch.resize(count);
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    scratch[m] = abs[i];
+    m += bin(abs[i]) == r;
   }
-  const bool whole = quota == static_cast<std::int64_t>(scratch.size());
+  EXDYNA_CHECK_ARG(quota <= static_cast<std::int64_t>(m), "ladder cut quota ", quota,
+                   " exceeds the ", m, " values of bin ", rung);
+  // The quota-th largest value of the bin, pv; all values above it are taken, and of those equal
+  // to it the first (quota - #above) in index order, so ties break towards the lower index.
+  float pv = std::numeric_limits<float>::infinity();
+  std::int64_t eq_need = 0;
+  if (quota > 0) {
+    const auto nth = scratch.begin() + (quota - 1);
+    std::nth_element(scratch.begin(), nth, scratch.begin() + static_cast<std::ptrdiff_t>(m),
+                     std::greater<float>());
+    pv = *nth;
+    std::int64_t above = 0;
+    for (std::size_t i = 0; i < m; ++i) above += scratch[i] > pv;
+    eq_need = quota - above;
+  }
   std::size_t c = 0;
+  std::int64_t eq_seen = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint32_t b = bin(abs[i]);
-    bool keep = b > r;
-    if (b == r) keep = whole || (partial && !before(last, {abs[i], idx[i]}));
+    const bool in_bin = b == r;
+    const bool eq = in_bin & (abs[i] == pv);
+    const bool keep = (b > r) | (in_bin & (abs[i] > pv)) | (eq & (eq_seen < eq_need));
+    eq_seen += eq;
     idx[c] = idx[i];
     c += keep;
   }

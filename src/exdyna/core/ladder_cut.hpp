@@ -23,7 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "exdyna/core/selection.hpp"
@@ -52,6 +51,6 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 // between calls to avoid allocating in the steady state.
 std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
                      const LadderGrid& grid, int rung, std::int64_t quota,
-                     std::vector<std::pair<float, std::uint32_t>>& scratch);
+                     std::vector<float>& scratch);
 
 }  // namespace exdyna::core

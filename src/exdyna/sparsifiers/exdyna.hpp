@@ -78,7 +78,7 @@ class ExDyna final : public Sparsifier {
   std::vector<std::uint32_t> block_hits_;   // this step's selections per block
   std::vector<float> abs_;                  // ladder candidates' |acc|
   std::vector<std::int64_t> have_, quota_;  // exact controller: per worker, in the cut's bin
-  std::vector<std::pair<float, std::uint32_t>> cut_scratch_;
+  std::vector<float> cut_scratch_;
 };
 
 }  // namespace exdyna::sparsifiers
