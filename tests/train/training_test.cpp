@@ -3,6 +3,7 @@
 // at a checkpoint and resumed ends bit-identical to an uninterrupted one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -170,4 +171,36 @@ TEST(Training, WritesCsvSummaryAndPlots) {
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
   fs::remove_all(dir);
+}
+
+// `--record-trace` relies on this: the gradient hook sees each rank's own raw gradient (dense, and
+// different on every rank), once per step, before error feedback turns the buffer into the sparse
+// update that is identical on every rank.
+TEST(Training, GradientHookSeesTheRawLocalGradientOncePerStep) {
+  const auto data = tiny_data();
+  auto o = tiny_options("exdyna");
+  o.max_steps = 3;
+  std::mutex mu;
+  std::map<std::pair<int, std::int64_t>, std::vector<float>> seen;
+  std::int64_t n_g = 0;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    const int rank = c.rank();
+    const auto r = train_worker(o, c, &data, {}, [&](std::int64_t step, std::span<const float> g) {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_TRUE(
+          seen.emplace(std::pair{rank, step}, std::vector<float>(g.begin(), g.end())).second)
+          << "step " << step << " seen twice on rank " << rank;
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    n_g = r.n_g;
+  });
+  ASSERT_EQ(seen.size(), 6u);
+  for (std::int64_t step = 0; step < 3; ++step) {
+    const auto& a = seen.at({0, step});
+    const auto& b = seen.at({1, step});
+    ASSERT_EQ(static_cast<std::int64_t>(a.size()), n_g);
+    EXPECT_NE(a, b) << "step " << step << ": the ranks' local gradients should differ";
+    const auto nonzero = std::count_if(a.begin(), a.end(), [](float v) { return v != 0; });
+    EXPECT_GT(nonzero, n_g / 2) << "step " << step << ": not the dense raw gradient (density 0.05)";
+  }
 }
