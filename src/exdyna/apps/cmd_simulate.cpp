@@ -64,6 +64,10 @@ void add_simulate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--balance", a.balance, "ExDyna partition balance: paper or exact")
       ->capture_default_str();
+  sub->add_option("--worker-cap", a.cfg.sparse.exdyna.worker_cap,
+                  "ExDyna exact controller: no worker sends more than CAP * k / n values "
+                  "(0: no cap)")
+      ->capture_default_str();
   sub->add_option("--min-blk", a.cfg.sparse.exdyna.min_blk,
                   "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))");
   sub->add_option("--initial-threshold", a.initial_threshold,

@@ -55,6 +55,9 @@ void add_train_command(CLI::App& app, Action& action) {
       "--controller", st->controller,
       "ExDyna threshold controller: paper (Alg. 5), histogram or exact (default: histogram)");
   sub->add_option("--balance", st->balance, "ExDyna partition balance: paper or exact");
+  sub->add_option("--worker-cap", o.sparse.exdyna.worker_cap,
+                  "ExDyna exact controller: no worker sends more than CAP * k / n values "
+                  "(0: no cap)");
   sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, inception-v4, lstm")
       ->capture_default_str();
   sub->add_option("--model-width", o.model_width,

@@ -57,6 +57,12 @@ void ExDynaOptions::validate(int world_size) const {
                    " is not valid; expected 3..257");
   EXDYNA_CHECK_ARG(std::isfinite(ladder_span) && ladder_span > 1, "ladder span ", ladder_span,
                    " is not valid; expected > 1");
+  EXDYNA_CHECK_ARG(worker_cap == 0 || (std::isfinite(worker_cap) && worker_cap >= 1), "worker cap ",
+                   worker_cap, " is not valid; expected 0 (none) or >= 1");
+  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "worker cap ", worker_cap,
+                   " needs the exact controller (it cuts each worker's count from the gathered "
+                   "ladders); the controller is '",
+                   to_string(controller), "'");
 }
 
 std::string ExDynaOptions::fingerprint() const {
@@ -66,7 +72,7 @@ std::string ExDynaOptions::fingerprint() const {
      << ";alpha=" << alpha << ";beta=" << beta << ";gamma=" << gamma
      << ";initial_threshold=" << initial_threshold << ";controller=" << to_string(controller)
      << ";balance=" << to_string(balance) << ";ladder_rungs=" << ladder_rungs
-     << ";ladder_span=" << ladder_span;
+     << ";ladder_span=" << ladder_span << ";worker_cap=" << worker_cap;
   return os.str();
 }
 

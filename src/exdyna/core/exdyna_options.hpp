@@ -40,6 +40,9 @@ struct ExDynaOptions {
   // at d = 0.001 (docs/exdyna-controller.md)
   int ladder_rungs = 129;
   double ladder_span = 16;  // histogram controller: ladder spans [thr/span, thr*span]
+  // exact controller: no worker sends more than ceil(worker_cap * k / n) values (0: no cap); the
+  // padded all-gather's f(t) is then at most about worker_cap (ladder_cut.hpp)
+  double worker_cap = 0;
 
   // Throws InvalidArgument naming the option, its value and the allowed range.
   void validate(int world_size) const;

@@ -79,6 +79,80 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
   }
 }
 
+namespace {
+
+// One pass of the plan for a target `k`; returns the total.
+std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
+                       std::size_t offset, int rungs, std::int64_t k, std::int64_t cap,
+                       std::vector<std::int64_t>& above, std::vector<std::int64_t>& room,
+                       std::vector<std::int64_t>& share, std::span<std::int64_t> counts) {
+  const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
+  const auto bin = [&](int w, int j) {
+    return ladders[static_cast<std::size_t>(w) * stride + offset + static_cast<std::size_t>(j)];
+  };
+  std::fill(above.begin(), above.end(), 0);  // count of worker w at or above rung j + 1
+  for (int j = rungs - 1; j >= 0; --j) {
+    std::int64_t reach = 0;  // sum over workers of the capped count at or above rung j
+    for (int w = 0; w < workers; ++w) reach += capped(above[w] + bin(w, j));
+    if (reach >= k || j == 0) {
+      std::int64_t base = 0;
+      for (int w = 0; w < workers; ++w) {
+        counts[w] = capped(above[w]);
+        room[w] = capped(above[w] + bin(w, j)) - counts[w];
+        base += counts[w];
+      }
+      const std::int64_t need = std::min(k, reach) - base;
+      apportion(need, room, share);
+      std::int64_t total = 0;
+      for (int w = 0; w < workers; ++w) total += counts[w] += share[w];
+      return total;
+    }
+    for (int w = 0; w < workers; ++w) above[w] += bin(w, j);
+  }
+  return 0;  // not reached: j == 0 returns
+}
+
+}  // namespace
+
+std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
+                                std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
+                                std::int64_t cap, std::span<std::int64_t> counts) {
+  EXDYNA_CHECK_ARG(workers >= 1 && rungs >= 1 && k >= 1, "ladder plan for ", workers, " workers, ",
+                   rungs, " rungs, k = ", k, "; expected all >= 1");
+  EXDYNA_CHECK_ARG(offset + static_cast<std::size_t>(rungs) <= stride &&
+                       ladders.size() >= stride * static_cast<std::size_t>(workers),
+                   "ladder plan: ", ladders.size(), " gathered entries do not hold ", workers,
+                   " ladders of ", rungs, " bins at offset ", offset, " of ", stride);
+  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(workers), "ladder plan into ",
+                   counts.size(), " counts; expected ", workers);
+  const auto nw = static_cast<std::size_t>(workers);
+  std::vector<std::int64_t> above(nw), room(nw), share(nw);
+  // Workers left with nothing send one index anyway: aim lower by their number, until stable
+  // (each round can only add empty workers, so at most `workers` rounds).
+  std::int64_t target = k, total = 0;
+  for (int round = 0; round <= workers; ++round) {
+    total =
+        plan_once(ladders, workers, stride, offset, rungs, target, cap, above, room, share, counts);
+    const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));
+    if (k - empty == target || k - empty < 1) break;
+    target = k - empty;
+  }
+  return total;
+}
+
+std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::int64_t count) {
+  EXDYNA_CHECK_ARG(!bins.empty() && count >= 0, "own cut of ", count, " from ", bins.size(),
+                   " bins; expected count >= 0 and at least one bin");
+  if (count == 0) return {static_cast<int>(bins.size()) - 1, 0};
+  std::int64_t above = 0;
+  for (int j = static_cast<int>(bins.size()) - 1; j >= 0; --j) {
+    if (above + bins[j] >= count) return {j, count - above};
+    above += bins[j];
+  }
+  EXDYNA_CHECK_ARG(false, "own cut of ", count, " but the bins hold only ", above);
+  return {0, 0};
+}
+
 std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
                      const LadderGrid& grid, int rung, std::int64_t quota,
                      std::vector<float>& scratch) {

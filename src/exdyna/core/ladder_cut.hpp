@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "exdyna/core/selection.hpp"
@@ -44,6 +45,24 @@ LadderCut cut_ladder(std::span<const std::int64_t> summed, std::int64_t k);
 // 0 <= need <= sum(have).
 void apportion(std::int64_t need, std::span<const std::int64_t> have,
                std::span<std::int64_t> share);
+
+// The whole plan of one iteration, from the gathered ladders: how many values each worker sends.
+// ladders: worker w's R bins at ladders[w * stride + offset + j] (the count all-gather's layout).
+// Without a cap (cap <= 0) it is cut_ladder's cut: counts[w] = worker w's count above bin j plus
+// its apportioned share of bin j. With a cap, no worker sends more than `cap` values: the cut
+// moves down until the capped counts, sum_w min(count_w(>= rung), cap), reach k, so the workers
+// under the cap send a little more and a capped worker's excess stays in its residual (error
+// feedback sends it later). Either way each worker sends its own largest values.
+// A worker whose count is 0 still sends one index (the sparsifier's rule: no empty buffer), so the
+// plan aims at k minus the number of such workers, to keep the total at k.
+// Returns the total (k whenever the ladders hold enough).
+std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
+                                std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
+                                std::int64_t cap, std::span<std::int64_t> counts);
+
+// Worker w's (rung, quota) for take_cut that keeps its `count` largest candidates, from its own
+// bins (R entries): the highest rung whose count reaches `count`, and the part of that bin.
+std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::int64_t count);
 
 // One worker's part of the cut: keeps, in place and in index order, the candidates (idx, abs from
 // collect_ladder_candidates with `grid`) whose bin lies above `rung`, and the `quota` largest of

@@ -50,11 +50,14 @@ LadderGrid HistogramController::grid(double threshold) const {
   return g;
 }
 
-void HistogramController::set_trend(double last_exact, double log_trend) {
-  EXDYNA_CHECK_ARG(std::isfinite(last_exact) && std::isfinite(log_trend), "histogram trend (",
-                   last_exact, ", ", log_trend, ") is not valid; expected finite values");
+void HistogramController::set_trend(double last_exact, double log_trend, double vol) {
+  EXDYNA_CHECK_ARG(
+      std::isfinite(last_exact) && std::isfinite(log_trend) && std::isfinite(vol) && vol >= 0,
+      "histogram trend (", last_exact, ", ", log_trend, ", ", vol,
+      ") is not valid; expected finite values and a movement >= 0");
   last_exact_ = last_exact;
   log_trend_ = log_trend;
+  vol_ = vol;
 }
 
 double HistogramController::next_threshold(double threshold, std::int64_t k,
@@ -127,6 +130,17 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
       // 0.7/0.2) lagged: 5% low at d = 0.01. Smoothing 0.75 instead of 0.5 halves the noise the
       // trend feeds back at d = 0.001 (k' noise ~3%). Measured in docs/exdyna-controller.md.
       log_trend_ = std::fabs(r) < std::log(1.25) ? 0.75 * log_trend_ + 0.25 * 0.7 * r : 0.0;
+      // Real gradients move in bursts (one large-loss batch, a few fast iterations early in
+      // training): the next exact threshold may lie as far below as this one moved, and a ladder
+      // reaching only a quarter octave below misses k (the density fell to 0.49-0.64 d in the
+      // iteration after a spike on the CNN traces; docs/exdyna-controller.md). So the reach
+      // below follows the recent movement: a peak-hold of |r| that decays by 0.7 per iteration,
+      // and twice its part above 5% in octaves is added to the steady reach. The synthetic
+      // source moves by less than 5% per iteration once settled, so its cost is unchanged.
+      vol_ = std::max(std::fabs(r), 0.7 * vol_);
+      const double octaves = 2.0 * std::max(0.0, vol_ - std::log(1.05)) / std::log(2.0);
+      const double extra = std::ceil(octaves * static_cast<double>(1 << mant_bits_));
+      down_ = static_cast<int>(std::min<double>(steady_down_ + extra, wide_down()));
     }
     last_exact_ = exact;
     return exact * std::exp(log_trend_);

@@ -54,7 +54,8 @@ class HistogramController {
   // The trend carried between iterations (see next_threshold), for checkpoints.
   double last_exact() const { return last_exact_; }
   double log_trend() const { return log_trend_; }
-  void set_trend(double last_exact, double log_trend);
+  double movement() const { return vol_; }  // recent |log ratio| of exact thresholds, held
+  void set_trend(double last_exact, double log_trend, double movement = 0);
 
   // The ladder for this threshold: rung `down()` is the grid value at or just below it.
   LadderGrid grid(double threshold) const;
@@ -77,6 +78,7 @@ class HistogramController {
   int down_;
   double last_exact_ = -1;  // last bracketed threshold that selects k, < 0: none
   double log_trend_ = 0;
+  double vol_ = 0;  // peak-hold of recent |log ratio|, sets the reach below (next_threshold)
 };
 
 }  // namespace exdyna::core

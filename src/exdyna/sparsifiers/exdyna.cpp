@@ -1,6 +1,7 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 
@@ -110,10 +111,9 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   for (int j = 0; j < parts_.size(); ++j) largest = std::max(largest, parts_.range(j).size());
   idx_.resize(static_cast<std::size_t>(std::min(cfg_.n_g, largest + largest / 4)));
   if (hist_) abs_.resize(idx_.size());
-  if (cfg_.exdyna.controller == core::Controller::kExact) {
-    quota_.resize(n);
-    have_.resize(n);
-  }
+  if (cfg_.exdyna.worker_cap > 0)
+    worker_cap_ = static_cast<std::int64_t>(
+        std::ceil(cfg_.exdyna.worker_cap * static_cast<double>(k_) / cfg_.world_size));
 }
 
 std::string ExDyna::fingerprint() const {
@@ -183,19 +183,11 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.allgather += sw.lap();
 
   if (exact) {
-    // This iteration's cut to exactly k (when the ladder holds k), identical on every rank: each
+    // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
-    const core::LadderCut cut = core::cut_ladder(summed_bins_, k_);
-    const std::size_t r = static_cast<std::size_t>(cut.rung);
-    for (int i = 0; i < n; ++i) have_[i] = gather_all_[i * per_rank + 1 + r];
-    core::apportion(cut.need, have_, quota_);
-    for (int i = 0; i < n; ++i) {
-      std::int64_t above = quota_[i];
-      for (std::size_t j = r + 1; j < bins_.size(); ++j) above += gather_all_[i * per_rank + 1 + j];
-      counts_[i] = above;
-    }
-    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, cut.rung,
-                          quota_[static_cast<std::size_t>(cfg_.rank)], cut_scratch_);
+    core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_, counts_);
+    const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota, cut_scratch_);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                  " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   } else {
@@ -268,6 +260,7 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put<std::int32_t>(hist_ ? hist_->down() : -1);
   w.put<double>(hist_ ? hist_->last_exact() : -1.0);
   w.put<double>(hist_ ? hist_->log_trend() : 0.0);
+  w.put<double>(hist_ ? hist_->movement() : 0.0);
   w.put_all(std::span<const double>(block_load_));
   return w.take();
 }
@@ -299,6 +292,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   const auto down = r.get<std::int32_t>();
   const auto last_exact = r.get<double>();
   const auto log_trend = r.get<double>();
+  const auto movement = version >= 3 ? r.get<double>() : 0.0;
   EXDYNA_CHECK_T(DataError, (down >= 0) == hist_.has_value(),
                  "exdyna state was saved with controller ",
                  down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
@@ -319,7 +313,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   prev_counts_ = std::move(prev);
   if (hist_) {
     hist_->set_down(down);
-    hist_->set_trend(last_exact, log_trend);
+    hist_->set_trend(last_exact, log_trend, movement);
   }
   block_load_ = std::move(load);
 }

@@ -73,11 +73,11 @@ class ExDyna final : public Sparsifier {
   std::vector<std::int64_t> gather_mine_;
   std::vector<std::int64_t> gather_all_;
   std::vector<std::int64_t> counts_;
-  std::vector<std::int64_t> bins_;          // this worker's ladder bins
-  std::vector<std::int64_t> summed_bins_;   // over all workers
-  std::vector<std::uint32_t> block_hits_;   // this step's selections per block
-  std::vector<float> abs_;                  // ladder candidates' |acc|
-  std::vector<std::int64_t> have_, quota_;  // exact controller: per worker, in the cut's bin
+  std::vector<std::int64_t> bins_;         // this worker's ladder bins
+  std::vector<std::int64_t> summed_bins_;  // over all workers
+  std::vector<std::uint32_t> block_hits_;  // this step's selections per block
+  std::vector<float> abs_;                 // ladder candidates' |acc|
+  std::int64_t worker_cap_ = 0;            // exact controller: most values per worker, 0: none
   std::vector<float> cut_scratch_;
 };
 
