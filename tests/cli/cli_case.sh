@@ -34,6 +34,12 @@ case $case_name in
   unknown_sparsifier) args=(--sparsifier nope); re="unknown sparsifier 'nope'; expected one of: .*dense" ;;
   bad_gather) args=(--gather sideways); re="gather mode 'sideways' is not valid" ;;
   bad_scale_step) args=(--scale-step 10); re="scale step '10' is not valid; expected ITER:FACTOR" ;;
+  bad_controller) args=(--sparsifier exdyna --controller fuzzy)
+    re="controller 'fuzzy' is not valid; expected 'paper', 'histogram' or 'exact'" ;;
+  worker_cap_below_one) args=(--sparsifier exdyna --controller exact --worker-cap 0.5)
+    re='worker cap 0.5 is not valid; expected 0 \(none\) or >= 1' ;;
+  worker_cap_needs_exact) args=(--sparsifier exdyna --controller histogram --worker-cap 1.5)
+    re="worker cap 1.5 needs the exact controller" ;;
   trace_nan)
     trace "$tmp/t" "$meta"; zeros 20 >> "$tmp/t/grads.f32"; printf "$nan" >> "$tmp/t/grads.f32"; zeros 40 >> "$tmp/t/grads.f32"
     args=(--sparsifier dense --density 1 --trace "$tmp/t"); re="gradient element 1 of iteration 0 on rank 1 is nan.*expected a finite value" ;;

@@ -191,6 +191,40 @@ TEST(HistogramController, ConcaveTailIsNotBiasedLow) {
   }
 }
 
+// The reach below follows the recent movement of the exact threshold: after a jump it reaches as
+// far below as the jump went (real gradients spike for an iteration and fall back), and it
+// returns to the steady quarter octave as the movement decays.
+TEST(HistogramController, ReachBelowFollowsTheMovement) {
+  HistogramController h(129, 16);
+  const std::int64_t N = 400'000, k = 1'000;
+  auto tail = [&](double scale) {  // count(>= x) = N exp(-x / scale)
+    std::vector<float> v(static_cast<std::size_t>(N));
+    for (std::int64_t i = 0; i < N; ++i)
+      v[static_cast<std::size_t>(i)] = static_cast<float>(-scale * std::log((i + 0.5) / N));
+    return v;
+  };
+  auto step = [&](double thr, const std::vector<float>& v) {
+    std::vector<std::int64_t> bins(129, 0);
+    std::vector<std::uint32_t> out(v.size());
+    std::vector<float> scratch(v.size());
+    select_threshold_ladder(v, static_cast<float>(thr), 0, out.data(), h.grid(thr), bins.data(),
+                            scratch.data());
+    return h.next_threshold(thr, k, bins);
+  };
+  const auto calm = tail(1.0);
+  double thr = std::log(static_cast<double>(N) / k);
+  for (int i = 0; i < 4; ++i) thr = step(thr, calm);
+  EXPECT_EQ(h.down(), h.steady_down());
+  EXPECT_LT(h.movement(), std::log(1.05));
+  thr = step(thr, tail(3.0));                 // a spike: the exact threshold triples
+  EXPECT_GT(h.down(), h.steady_down() + 16);  // more than an octave below
+  EXPECT_LE(h.down(), h.wide_down());
+  EXPECT_GT(h.movement(), std::log(2.5));
+  for (int i = 0; i < 20; ++i) thr = step(thr, calm);
+  EXPECT_EQ(h.down(), h.steady_down());  // decayed back
+  EXPECT_THROW(h.set_trend(1.0, 0.0, -1.0), InvalidArgument);
+}
+
 TEST(HistogramController, OutsideTheLadderTakesItsEnd) {
   HistogramController h(33, 16);
   std::vector<std::int64_t> bins(33, 0);

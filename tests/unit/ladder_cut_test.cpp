@@ -104,3 +104,82 @@ TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
   EXPECT_THROW(run(1, 5), InvalidArgument);                           // more than the bin holds
   EXPECT_THROW(run(5, 0), InvalidArgument);
 }
+
+namespace {
+
+// Gathered layout as the sparsifier sends it: [count, bins...] per worker.
+std::vector<std::int64_t> gathered(const std::vector<std::vector<std::int64_t>>& ladders) {
+  std::vector<std::int64_t> g;
+  for (const auto& l : ladders) {
+    g.push_back(-1);  // the count slot, not read by the plan
+    g.insert(g.end(), l.begin(), l.end());
+  }
+  return g;
+}
+
+std::int64_t sum(const std::vector<std::int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), std::int64_t{0});
+}
+
+}  // namespace
+
+// Without a cap the plan is cut_ladder's cut, split by worker.
+TEST(LadderPlan, WithoutACapEachWorkerSendsItsShareOfTheGlobalCut) {
+  const std::vector<std::vector<std::int64_t>> l{{10, 6, 4, 2}, {20, 2, 0, 1}, {5, 5, 5, 5}};
+  const auto g = gathered(l);
+  std::vector<std::int64_t> counts(3);
+  // k = 20: above rung 2 are 2+1+5 = 8 (bins 3) ... count >= rung 2: 4+0+5 + 8 = 17; >= rung 1:
+  // 17 + 6+2+5 = 30 >= 20, so bin 1 is cut: need 3 of (6, 2, 5).
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 20, 0, counts), 20);
+  EXPECT_EQ(sum(counts), 20);
+  const auto cut = cut_ladder(std::vector<std::int64_t>{35, 13, 9, 8}, 20);
+  EXPECT_EQ(cut.rung, 1);
+  std::vector<std::int64_t> share(3);
+  apportion(cut.need, std::vector<std::int64_t>{6, 2, 5}, share);
+  EXPECT_EQ(counts[0], 6 + share[0]);
+  EXPECT_EQ(counts[1], 1 + share[1]);
+  EXPECT_EQ(counts[2], 10 + share[2]);
+  // Each worker's own cut keeps exactly its count.
+  for (int w = 0; w < 3; ++w) {
+    const auto [rung, quota] = own_cut(l[static_cast<std::size_t>(w)], counts[w]);
+    std::int64_t kept = quota;
+    for (int j = rung + 1; j < 4; ++j) kept += l[static_cast<std::size_t>(w)][j];
+    EXPECT_EQ(kept, counts[w]);
+  }
+}
+
+// With a cap no worker exceeds it, and the others make up the difference from lower bins.
+TEST(LadderPlan, ACapMovesTheExcessToTheOtherWorkers) {
+  // Worker 0 holds 30 values in the top bin; the others a few in each bin.
+  const std::vector<std::vector<std::int64_t>> l{{0, 0, 0, 30}, {8, 4, 2, 1}, {8, 4, 2, 1}};
+  const auto g = gathered(l);
+  std::vector<std::int64_t> counts(3);
+  // Uncapped: the top bin (30 + 1 + 1) is cut, in proportion: worker 0 sends almost all.
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 0, counts), 30);
+  EXPECT_EQ(sum(counts), 30);
+  EXPECT_GE(counts[0], 26);
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 12, counts), 30);
+  EXPECT_EQ(counts[0], 12);
+  EXPECT_LE(counts[1], 12);
+  EXPECT_LE(counts[2], 12);
+  EXPECT_EQ(sum(counts), 30);
+  // The ladders hold fewer than k under the cap: everything they can give, not more.
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 40, 12, counts), 36);
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{12, 12, 12}));
+}
+
+// A worker left with nothing sends one index anyway: the plan aims lower by the number of such
+// workers, so the total sent (plan + forced) stays k.
+TEST(LadderPlan, EmptyWorkersForcedIndexIsCountedInK) {
+  const std::vector<std::vector<std::int64_t>> l{{0, 0, 50}, {0, 0, 0}, {0, 0, 0}, {3, 0, 0}};
+  const auto g = gathered(l);
+  std::vector<std::int64_t> counts(4);
+  const auto total = plan_worker_counts(g, 4, 4, 1, 3, 20, 0, counts);
+  const auto empty = std::count(counts.begin(), counts.end(), 0);
+  EXPECT_EQ(empty, 3);
+  EXPECT_EQ(total + empty, 20);
+  EXPECT_EQ(counts[0], 17);
+  EXPECT_THROW(plan_worker_counts(g, 4, 4, 1, 3, 0, 0, counts), InvalidArgument);
+  EXPECT_THROW(plan_worker_counts(g, 5, 4, 1, 3, 5, 0, counts), InvalidArgument);
+  EXPECT_THROW(own_cut(l[0], 51), InvalidArgument);
+}
