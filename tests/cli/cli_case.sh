@@ -37,7 +37,7 @@ case $case_name in
   bad_controller) args=(--sparsifier exdyna --controller fuzzy)
     re="controller 'fuzzy' is not valid; expected 'paper', 'histogram' or 'exact'" ;;
   worker_cap_below_one) args=(--sparsifier exdyna --controller exact --worker-cap 0.5)
-    re='worker cap 0.5 is not valid; expected 0 \(none\) or >= 1' ;;
+    re="worker cap '0.5' is not valid; expected auto, none, 0 or a factor >= 1" ;;
   worker_cap_needs_exact) args=(--sparsifier exdyna --controller histogram --worker-cap 1.5)
     re="worker cap 1.5 needs the exact controller" ;;
   trace_nan)

@@ -375,3 +375,49 @@ INSTANTIATE_TEST_SUITE_P(Modes, OptionModes,
                                            std::pair{Controller::kHistogram, Balance::kExact},
                                            std::pair{Controller::kExact, Balance::kPaper},
                                            std::pair{Controller::kExact, Balance::kExact}));
+
+TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
+  EXPECT_EQ(parse_worker_cap("auto"), ExDynaOptions::kAutoCap);
+  EXPECT_EQ(parse_worker_cap("none"), 0);
+  EXPECT_EQ(parse_worker_cap("0"), 0);
+  EXPECT_EQ(parse_worker_cap("1.5"), 1.5);
+  for (const char* bad : {"0.5", "-1", "abc", "1.5x", "", "nan", "inf"})
+    EXPECT_THROW(parse_worker_cap(bad), InvalidArgument) << bad;
+  ExDynaOptions o;
+  EXPECT_EQ(o.max_per_worker(1000, 8), 0);  // no cap
+  o.worker_cap = 1.5;
+  EXPECT_EQ(o.max_per_worker(1000, 8), 187);  // floor(1.5 * 125)
+  o.worker_cap = 1;
+  EXPECT_EQ(o.max_per_worker(1001, 8), 126);  // never below ceil(k / n)
+  o.worker_cap = ExDynaOptions::kAutoCap;     // 1 + sqrt(2 ln 8 / 125) = 1.1824
+  EXPECT_EQ(o.max_per_worker(1000, 8), 147);
+  EXPECT_EQ(o.max_per_worker(1000, 1), 1000);  // one worker: no room to balance
+  o.controller = Controller::kHistogram;
+  EXPECT_THROW(o.validate(8), InvalidArgument);  // a cap needs the exact controller
+}
+
+// Under a cap no worker sends more than its cap, and the others make up k: the hot fifth of the
+// vector sits in one partition at first, so without the cap one worker would send most of k.
+TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
+  const int n = 4;
+  const std::int64_t n_g = 200'003;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
+    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    ExDyna a(cfg);
+    const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 12; ++t) {
+      std::mt19937 rng(static_cast<unsigned>(77 * t + c.rank()));
+      std::exponential_distribution<float> e(1.0f);
+      for (std::int64_t i = 0; i < n_g; ++i)
+        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+      a.step(acc, c, out, s);
+      for (const auto k : s.k_per_worker) EXPECT_LE(k, cap) << "step " << t;
+      if (t >= 3) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+    }
+    EXPECT_LE(s.f_t, static_cast<double>(n * cap) / static_cast<double>(a.k()) + 1e-12);
+  });
+}

@@ -20,6 +20,7 @@ struct SimulateArgs {
   std::string trace, decisions, stats, gather = "padded", controller = "paper", balance = "paper";
   std::vector<std::string> scale_steps;
   double initial_threshold = -1, hard_threshold = -1;
+  std::string worker_cap = "none";
   std::int64_t blocks = 1024;
 };
 
@@ -64,9 +65,9 @@ void add_simulate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--balance", a.balance, "ExDyna partition balance: paper or exact")
       ->capture_default_str();
-  sub->add_option("--worker-cap", a.cfg.sparse.exdyna.worker_cap,
-                  "ExDyna exact controller: no worker sends more than CAP * k / n values "
-                  "(0: no cap)")
+  sub->add_option("--worker-cap", a.worker_cap,
+                  "ExDyna exact controller: no worker sends more than CAP * k / n values; auto: "
+                  "CAP = the Poisson floor 1 + sqrt(2 ln n / (k / n)); none or 0: no cap")
       ->capture_default_str();
   sub->add_option("--min-blk", a.cfg.sparse.exdyna.min_blk,
                   "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))");
@@ -119,6 +120,7 @@ void add_simulate_command(CLI::App& app, Action& action) {
       cfg.sparse.gather_mode = comm::parse_gather_mode(a.gather);
       cfg.sparse.exdyna.controller = core::parse_controller(a.controller);
       cfg.sparse.exdyna.balance = core::parse_balance(a.balance);
+      cfg.sparse.exdyna.worker_cap = core::parse_worker_cap(a.worker_cap);
       if (o_blocks->count()) cfg.sparse.exdyna.n_blocks = a.blocks;
       cfg.sparse.exdyna.initial_threshold = a.initial_threshold;
       cfg.sparse.hard_threshold = a.hard_threshold;

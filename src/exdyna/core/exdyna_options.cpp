@@ -1,7 +1,9 @@
 #include "exdyna/core/exdyna_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
 
 #include "exdyna/core/error.hpp"
 
@@ -57,9 +59,11 @@ void ExDynaOptions::validate(int world_size) const {
                    " is not valid; expected 3..257");
   EXDYNA_CHECK_ARG(std::isfinite(ladder_span) && ladder_span > 1, "ladder span ", ladder_span,
                    " is not valid; expected > 1");
-  EXDYNA_CHECK_ARG(worker_cap == 0 || (std::isfinite(worker_cap) && worker_cap >= 1), "worker cap ",
-                   worker_cap, " is not valid; expected 0 (none) or >= 1");
-  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "worker cap ", worker_cap,
+  EXDYNA_CHECK_ARG(
+      worker_cap == 0 || worker_cap == kAutoCap || (std::isfinite(worker_cap) && worker_cap >= 1),
+      "worker cap ", worker_cap, " is not valid; expected 0 (none), auto (", kAutoCap, ") or >= 1");
+  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "worker cap ",
+                   worker_cap_text(worker_cap),
                    " needs the exact controller (it cuts each worker's count from the gathered "
                    "ladders); the controller is '",
                    to_string(controller), "'");
@@ -73,6 +77,43 @@ std::string ExDynaOptions::fingerprint() const {
      << ";initial_threshold=" << initial_threshold << ";controller=" << to_string(controller)
      << ";balance=" << to_string(balance) << ";ladder_rungs=" << ladder_rungs
      << ";ladder_span=" << ladder_span << ";worker_cap=" << worker_cap;
+  return os.str();
+}
+
+std::int64_t ExDynaOptions::max_per_worker(std::int64_t k, int world_size) const {
+  if (worker_cap == 0) return 0;
+  const double share = static_cast<double>(k) / world_size;
+  // The Poisson floor of f(t): the expected largest of n Poisson counts of mean k/n, over k/n.
+  const double factor =
+      worker_cap == kAutoCap
+          ? 1.0 + std::sqrt(2.0 * std::log(static_cast<double>(world_size)) / share)
+          : worker_cap;
+  // Rounded down, so that f(t) stays at most the factor, but never below an even share: the caps
+  // together must hold k.
+  const auto even = (k + world_size - 1) / world_size;
+  return std::max<std::int64_t>(even, static_cast<std::int64_t>(std::floor(factor * share)));
+}
+
+double parse_worker_cap(std::string_view s) {
+  if (s == "auto") return ExDynaOptions::kAutoCap;
+  if (s == "none") return 0;
+  double v = 0;
+  const std::string text(s);
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  EXDYNA_CHECK_ARG(used == text.size() && used > 0 && (v == 0 || (std::isfinite(v) && v >= 1)),
+                   "worker cap '", s, "' is not valid; expected auto, none, 0 or a factor >= 1");
+  return v;
+}
+
+std::string worker_cap_text(double cap) {
+  if (cap == ExDynaOptions::kAutoCap) return "auto";
+  std::ostringstream os;
+  os << cap;
   return os.str();
 }
 

@@ -24,6 +24,9 @@ const char* to_string(Controller c);
 const char* to_string(Balance b);
 Controller parse_controller(std::string_view s);
 Balance parse_balance(std::string_view s);
+// "auto" (the Poisson floor), "none" or "0", or a factor >= 1 (checked by validate()).
+double parse_worker_cap(std::string_view s);
+std::string worker_cap_text(double cap);
 
 struct ExDynaOptions {
   std::int64_t n_blocks = 1024;  // n_b
@@ -40,12 +43,17 @@ struct ExDynaOptions {
   // at d = 0.001 (docs/exdyna-controller.md)
   int ladder_rungs = 129;
   double ladder_span = 16;  // histogram controller: ladder spans [thr/span, thr*span]
-  // exact controller: no worker sends more than ceil(worker_cap * k / n) values (0: no cap); the
-  // padded all-gather's f(t) is then at most about worker_cap (ladder_cut.hpp)
+  // exact controller: no worker sends more than worker_cap * k / n values (0: no cap; kAutoCap:
+  // the Poisson floor 1 + sqrt(2 ln n / (k / n))); the padded all-gather's f(t) is then at most
+  // worker_cap (ladder_cut.hpp, max_per_worker())
   double worker_cap = 0;
+  static constexpr double kAutoCap = -1;
 
   // Throws InvalidArgument naming the option, its value and the allowed range.
   void validate(int world_size) const;
+  // The most values one worker may send for k over n workers: max(ceil(k / n), floor(cap k / n))
+  // with cap = worker_cap (or the Poisson floor for kAutoCap); 0 when there is no cap.
+  std::int64_t max_per_worker(std::int64_t k, int world_size) const;
   // A canonical text of every option, for the startup fingerprint.
   std::string fingerprint() const;
 };

@@ -33,6 +33,7 @@ HistogramController::HistogramController(int rungs, double span) : rungs_(rungs)
   // At finer grids the same reach in octaves: a quarter octave (1 rung at m = 2, 4 at m = 4).
   steady_down_ = std::min(std::max(1, (1 << mant_bits_) / 4), (rungs_ - 1) / 2);
   down_ = steady_down_;
+  min_down_ = steady_down_;
 }
 
 void HistogramController::set_down(int d) {
@@ -60,6 +61,21 @@ void HistogramController::set_trend(double last_exact, double log_trend, double 
   vol_ = vol;
 }
 
+void HistogramController::cap_pressure(bool binds, bool short_of_k) {
+  if (short_of_k)
+    min_down_ = std::min(wide_down(), 2 * std::max(std::max(down_, min_down_), 1));
+  else if (binds)
+    min_down_ = std::max(min_down_, std::min(wide_down(), 2 * steady_down_));
+  else
+    min_down_ = std::max(steady_down_, min_down_ / 2);
+}
+
+void HistogramController::set_min_down(int d) {
+  EXDYNA_CHECK_ARG(d >= steady_down_ && d <= wide_down(), "ladder minimum reach ", d,
+                   " is not valid; expected ", steady_down_, "..", wide_down());
+  min_down_ = d;
+}
+
 double HistogramController::next_threshold(double threshold, std::int64_t k,
                                            std::span<const std::int64_t> bins) {
   EXDYNA_CHECK_ARG(static_cast<int>(bins.size()) == rungs_, "histogram controller got ",
@@ -78,6 +94,7 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
       // k lies above the ladder (or rung 0 sits at zero): the ladder's end, no trend.
       last_exact_ = -1;
       log_trend_ = 0;
+      down_ = std::max(down_, min_down_);
       return g.value(j == rungs_ - 1 ? j : j + 1);
     }
     // Interpolate between rung j (count `at` >= k) and rung j + 1 (count `above` < k).
@@ -143,6 +160,7 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
       down_ = static_cast<int>(std::min<double>(steady_down_ + extra, wide_down()));
     }
     last_exact_ = exact;
+    down_ = std::max(down_, min_down_);
     return exact * std::exp(log_trend_);
   }
   // k lies below the ladder: its lowest rung, and reach further down next time.

@@ -71,11 +71,21 @@ class HistogramController {
   // log-log through a third rung above (when it holds a count), linear otherwise.
   double next_threshold(double threshold, std::int64_t k, std::span<const std::int64_t> bins);
 
+  // Before next_threshold, for the exact controller's worker cap, which moves the busiest
+  // workers' excess to the others (whose ladders must then reach further below the global cut):
+  // when this iteration's ladders ran out before k (`short_of_k`) the reach doubles; while the
+  // cap binds it stays at least half an octave (twice the steady reach); once it no longer binds
+  // it halves back towards the steady reach. next_threshold never reaches less than this.
+  void cap_pressure(bool binds, bool short_of_k);
+  int min_down() const { return min_down_; }
+  void set_min_down(int d);  // from a checkpoint; throws InvalidArgument outside steady..wide
+
  private:
   int rungs_;
   int mant_bits_;
   int steady_down_;
   int down_;
+  int min_down_;            // the worker cap's floor under the reach (cap_pressure)
   double last_exact_ = -1;  // last bracketed threshold that selects k, < 0: none
   double log_trend_ = 0;
   double vol_ = 0;  // peak-hold of recent |log ratio|, sets the reach below (next_threshold)

@@ -111,9 +111,7 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   for (int j = 0; j < parts_.size(); ++j) largest = std::max(largest, parts_.range(j).size());
   idx_.resize(static_cast<std::size_t>(std::min(cfg_.n_g, largest + largest / 4)));
   if (hist_) abs_.resize(idx_.size());
-  if (cfg_.exdyna.worker_cap > 0)
-    worker_cap_ = static_cast<std::int64_t>(
-        std::ceil(cfg_.exdyna.worker_cap * static_cast<double>(k_) / cfg_.world_size));
+  worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
 }
 
 std::string ExDyna::fingerprint() const {
@@ -154,6 +152,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   const auto offset = static_cast<std::uint32_t>(range.begin);
   core::LadderGrid grid;
   std::size_t mine;
+  std::int64_t planned = 0;  // exact controller: the plan's total
   if (hist_) {
     // Same pass: the selection (or, for the exact controller, every candidate at or above the
     // ladder's lowest rung) and the ladder's bins.
@@ -185,7 +184,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   if (exact) {
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
-    core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_, counts_);
+    planned = core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
+                                       counts_);
     const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
     mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota, cut_scratch_);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
@@ -218,6 +218,12 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
   if (hist_) {
+    // The exact controller under a worker cap: when the cap binds, the other workers' ladders
+    // must hold the capped workers' excess too, and at a quarter octave they ran out before k
+    // (16 workers, d = 0.01 on the CNN trace: 0.83 d). Reach further below while it binds.
+    if (exact && worker_cap_ > 0)
+      hist_->cap_pressure(std::find(counts_.begin(), counts_.end(), worker_cap_) != counts_.end(),
+                          planned < k_);
     threshold_ = hist_->next_threshold(threshold_, k_, summed_bins_);
   } else {
     threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
@@ -261,6 +267,7 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put<double>(hist_ ? hist_->last_exact() : -1.0);
   w.put<double>(hist_ ? hist_->log_trend() : 0.0);
   w.put<double>(hist_ ? hist_->movement() : 0.0);
+  w.put<std::int32_t>(hist_ ? hist_->min_down() : -1);
   w.put_all(std::span<const double>(block_load_));
   return w.take();
 }
@@ -293,6 +300,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   const auto last_exact = r.get<double>();
   const auto log_trend = r.get<double>();
   const auto movement = version >= 3 ? r.get<double>() : 0.0;
+  const auto min_down = version >= 3 ? r.get<std::int32_t>() : -1;
   EXDYNA_CHECK_T(DataError, (down >= 0) == hist_.has_value(),
                  "exdyna state was saved with controller ",
                  down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
@@ -314,6 +322,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   if (hist_) {
     hist_->set_down(down);
     hist_->set_trend(last_exact, log_trend, movement);
+    hist_->set_min_down(min_down >= 0 ? min_down : hist_->steady_down());
   }
   block_load_ = std::move(load);
 }
