@@ -83,14 +83,15 @@ void BM_ladder_select(benchmark::State& st) {
 }
 
 // The exact controller's selection: candidates and bins (one pass), then the cut to exactly k
-// (this worker's k / 8 share; the quota is in the bin at the threshold).
-void BM_exact_select(benchmark::State& st) {
+// (this worker's k / 8 share; the quota is in the bin at the threshold). reach: rungs below the
+// threshold, the steady quarter octave or, while a worker cap binds, half an octave.
+void exact_select(benchmark::State& st, bool capped) {
   auto& d = data(st.range(0));
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
   std::vector<float> abs(part.size());
-  std::vector<float> scratch;
   exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  if (capped) h.set_down(2 * h.steady_down());
   const auto grid = h.grid(d.thr);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
@@ -100,8 +101,14 @@ void BM_exact_select(benchmark::State& st) {
         exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(), bins.data());
     const auto cut = exdyna::core::cut_ladder(bins, k);
     benchmark::DoNotOptimize(
-        exdyna::core::take_cut(out.data(), abs.data(), c, grid, cut.rung, cut.need, scratch));
+        exdyna::core::take_cut(out.data(), abs.data(), c, grid, cut.rung, cut.need));
   }
+}
+void BM_exact_select(benchmark::State& st) {
+  exact_select(st, false);
+}
+void BM_exact_select_capped(benchmark::State& st) {
+  exact_select(st, true);
 }
 
 void BM_ef_accumulate(benchmark::State& st) {
@@ -135,7 +142,7 @@ void BM_exact_balance(benchmark::State& st) {
   std::vector<double> load(hits.size(), 0.0);
   for (auto _ : st) {
     std::fill(hits.begin(), hits.end(), 0u);
-    for (auto i : d.gathered) ++hits[layout.block_of_u32(i)];
+    layout.count_per_block(d.gathered, hits);
     const double share = 1.0 / static_cast<double>(d.gathered.size());
     for (std::size_t b = 0; b < load.size(); ++b) load[b] = 0.5 * load[b] + 0.5 * share * hits[b];
     parts.balance_exact(load);
@@ -165,6 +172,7 @@ void BM_histogram_controller(benchmark::State& st) {
 EXDYNA_OPTIONS_BENCH(BM_paper_select);
 EXDYNA_OPTIONS_BENCH(BM_ladder_select);
 EXDYNA_OPTIONS_BENCH(BM_exact_select);
+EXDYNA_OPTIONS_BENCH(BM_exact_select_capped);
 EXDYNA_OPTIONS_BENCH(BM_ef_accumulate);
 EXDYNA_OPTIONS_BENCH(BM_update);
 EXDYNA_OPTIONS_BENCH(BM_exact_balance);

@@ -86,10 +86,9 @@ TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
   std::vector<float> abs{1.3f, 1.0f, 1.4f, 1.6f, 1.4f, 9.0f, 1.26f, 1.1f};
   std::vector<std::uint32_t> base(abs.size());
   std::iota(base.begin(), base.end(), 100u);
-  std::vector<float> scratch;
   auto run = [&](int rung, std::int64_t quota) {
     auto idx = base;
-    const auto c = take_cut(idx.data(), abs.data(), abs.size(), grid, rung, quota, scratch);
+    const auto c = take_cut(idx.data(), abs.data(), abs.size(), grid, rung, quota);
     idx.resize(c);
     return idx;
   };

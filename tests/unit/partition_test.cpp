@@ -1,6 +1,7 @@
 // Alg. 2 block partitioning, Alg. 3 dynamic partition allocation and issue 5's exact balance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "exdyna/core/error.hpp"
@@ -233,3 +234,31 @@ TEST_P(PartitionCover, CoverExactlyBeforeAndAfterEveryAdjustment) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, PartitionCover, ::testing::Range(1, 17));
+
+// Counting per block in runs gives the same counts as one increment per index, in any order,
+// including the last block's remainder.
+TEST(BlockLayout, CountPerBlockMatchesOneIncrementPerIndex) {
+  std::mt19937 rng(11);
+  for (const std::int64_t n_g :
+       {std::int64_t{1009}, std::int64_t{100'003}, std::int64_t{1} << 20}) {
+    const auto l = exdyna::core::make_block_layout(n_g, 4, 1024);
+    std::vector<std::uint32_t> idx;
+    for (int i = 0; i < 5000; ++i)
+      idx.push_back(static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(n_g)));
+    idx.push_back(static_cast<std::uint32_t>(n_g - 1));
+    for (const bool sorted : {true, false}) {
+      if (sorted)
+        std::sort(idx.begin(), idx.end());
+      else
+        std::shuffle(idx.begin(), idx.end(), rng);
+      std::vector<std::uint32_t> want(static_cast<std::size_t>(l.n_blocks), 0),
+          got(want.size(), 1);  // added to
+      for (auto i : idx) ++want[l.block_of_u32(i)];
+      for (auto& w : want) ++w;
+      l.count_per_block(idx, got);
+      EXPECT_EQ(got, want) << n_g << (sorted ? " sorted" : " shuffled");
+    }
+    std::vector<std::uint32_t> wrong(3);
+    EXPECT_THROW(l.count_per_block(idx, wrong), exdyna::InvalidArgument);
+  }
+}

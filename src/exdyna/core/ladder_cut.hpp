@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <span>
 #include <utility>
-#include <vector>
 
 #include "exdyna/core/selection.hpp"
 
@@ -66,10 +65,9 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
 
 // One worker's part of the cut: keeps, in place and in index order, the candidates (idx, abs from
 // collect_ladder_candidates with `grid`) whose bin lies above `rung`, and the `quota` largest of
-// bin `rung` (ties in value: the lower index first). Returns how many are kept. scratch is reused
-// between calls to avoid allocating in the steady state.
+// bin `rung`, resolved to 1/256 of the bin (values closer than that: the lower index first).
+// Returns how many are kept. Two branch-free passes over the candidates, no sort.
 std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
-                     const LadderGrid& grid, int rung, std::int64_t quota,
-                     std::vector<float>& scratch);
+                     const LadderGrid& grid, int rung, std::int64_t quota);
 
 }  // namespace exdyna::core

@@ -140,6 +140,34 @@ int Partitions::adjust_paper(std::span<const std::int64_t> counts_by_worker, std
   return moved;
 }
 
+void BlockLayout::count_per_block(std::span<const std::uint32_t> indices,
+                                  std::span<std::uint32_t> hits) const {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(hits.size()) == n_blocks, "block counts of ",
+                   hits.size(), " entries; expected n_b = ", n_blocks);
+  if (indices.empty()) return;
+  std::uint32_t cur = block_of_u32(indices[0]);
+  // The current block's index range [lo, hi): most indices fall in it, one compare each.
+  std::uint64_t lo = static_cast<std::uint64_t>(cur) * static_cast<std::uint64_t>(block_size);
+  std::uint64_t hi = static_cast<std::int64_t>(cur) + 1 == n_blocks
+                         ? std::uint64_t{1} << 33
+                         : lo + static_cast<std::uint64_t>(block_size);
+  std::uint32_t run = 0;
+  for (const std::uint32_t i : indices) {
+    if (i >= lo && i < hi) {
+      ++run;
+      continue;
+    }
+    hits[cur] += run;
+    cur = block_of_u32(i);
+    lo = static_cast<std::uint64_t>(cur) * static_cast<std::uint64_t>(block_size);
+    hi = static_cast<std::int64_t>(cur) + 1 == n_blocks
+             ? std::uint64_t{1} << 33
+             : lo + static_cast<std::uint64_t>(block_size);
+    run = 1;
+  }
+  hits[cur] += run;
+}
+
 void Partitions::balance_exact(std::span<const double> block_weights) {
   const int n = size();
   const std::int64_t nb = layout_.n_blocks;

@@ -40,6 +40,12 @@ struct BlockLayout {
     return static_cast<std::uint32_t>(b < n_blocks ? b : n_blocks - 1);
   }
   double inv_block_size = 0;  // 1 / block_size, set by make_block_layout
+
+  // hits[b] += how many of `indices` lie in block b (hits has n_blocks entries). Counted in runs:
+  // the gathered indices ascend within each rank's segment, and incrementing one counter in
+  // memory for every index serialises on store-to-load forwarding (exact balance took 1.7 ns an
+  // index at 4M gradients); the run's count stays in a register. Correct in any order.
+  void count_per_block(std::span<const std::uint32_t> indices, std::span<std::uint32_t> hits) const;
 };
 
 // DESIGN.md's rule: sz_blk = floor(n_g / n_b) rounded down to a multiple of 32. When that is 0

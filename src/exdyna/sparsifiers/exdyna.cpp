@@ -187,7 +187,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     planned = core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
                                        counts_);
     const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
-    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota, cut_scratch_);
+    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                  " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   } else {
@@ -233,7 +233,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     // Every rank holds the same gathered indices, so every rank computes the same boundaries.
     std::fill(block_hits_.begin(), block_hits_.end(), 0u);
     const auto& layout = parts_.layout();
-    for (const Index i : out.indices) ++block_hits_[layout.block_of_u32(i)];
+    layout.count_per_block(out.indices, block_hits_);
     // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
     // times the next one's, and raw counts would let it dominate the smoothed load.
     const double share = 1.0 / static_cast<double>(out.indices.size());

@@ -78,7 +78,6 @@ class ExDyna final : public Sparsifier {
   std::vector<std::uint32_t> block_hits_;  // this step's selections per block
   std::vector<float> abs_;                 // ladder candidates' |acc|
   std::int64_t worker_cap_ = 0;            // exact controller: most values per worker, 0: none
-  std::vector<float> cut_scratch_;
 };
 
 }  // namespace exdyna::sparsifiers
