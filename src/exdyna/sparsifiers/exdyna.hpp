@@ -14,7 +14,9 @@
 // (no gradient build-up) and the gathered list has no duplicates; every rank holds the same
 // threshold and partitions after every step (they are functions of gathered data only).
 //
-// Beyond the paper (issue 5), each usable alone: ExDynaOptions::controller = kHistogram and
+// Beyond the paper (issue 5), each usable alone: ExDynaOptions::controller = kHistogram (the
+// next threshold from a ladder of counts gathered with k_i) or kExact (this iteration's selection
+// cut to exactly k from that ladder, with an optional per-worker cap), and
 // ExDynaOptions::balance = kExact (see docs/exdyna-controller.md). With both set to kPaper the
 // decisions are bit-for-bit those of Algorithms 1-5 with DESIGN.md's defaults.
 #pragma once
