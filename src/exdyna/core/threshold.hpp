@@ -33,10 +33,12 @@ inline double paper_next_threshold(double threshold, std::int64_t k, std::int64_
 // when k lies outside it.
 //
 // Only values above the lowest rung cost anything beyond the plain selection pass, so the ladder
-// reaches just `steady_down` rungs below the threshold while k stays bracketed (the threshold
-// moves little between iterations), and half the ladder below it after k fell under the ladder
-// (a cold start from too high a threshold, or a drop in gradient scale). Above the threshold the
-// ladder is free: those values are selected anyway.
+// reaches just `steady_down` rungs below the threshold while k stays bracketed and the threshold
+// moves little; further after it moved (twice the recent movement), half the ladder below after
+// k fell under the ladder (a cold start from too high a threshold), and at least `min_down` while
+// the exact controller's worker cap binds (cap_pressure). Above the threshold the ladder is free:
+// those values are selected anyway. The exact controller (ladder_cut.hpp) uses the same ladder
+// for the iteration that produced it and this class only to place the next ladder.
 class HistogramController {
  public:
   // rungs R (odd, >= 3) spanning `span` either way: 2^m rungs per octave with
