@@ -188,6 +188,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
     std::string name, label;
     core::Controller controller = core::Controller::kPaper;
     core::Balance balance = core::Balance::kPaper;
+    double worker_cap = 0;
   };
   std::vector<Variant> variants;
   for (const auto& name : reg.names()) variants.push_back({name, name});
@@ -197,6 +198,8 @@ void run_rank(const Args& a, comm::Communicator& c) {
       {"exdyna", "exdyna/exact/paper", core::Controller::kExact, core::Balance::kPaper});
   variants.push_back(
       {"exdyna", "exdyna/exact/exact", core::Controller::kExact, core::Balance::kExact});
+  variants.push_back({"exdyna", "exdyna/exact/exact/cap-auto", core::Controller::kExact,
+                      core::Balance::kExact, core::ExDynaOptions::kAutoCap});
   for (const auto& v : variants) {
     const std::string& name = v.label;
     if (!a.only.empty() && v.name != a.only) continue;
@@ -209,6 +212,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
       cfg.gather_mode = mode;
       cfg.exdyna.controller = v.controller;
       cfg.exdyna.balance = v.balance;
+      cfg.exdyna.worker_cap = v.worker_cap;
       sparsifiers::ErrorFeedback ef(reg.make(v.name, cfg), a.n_g);
       for (int t = 0; t < a.steps; ++t, ++global_step) {
         if (fault.rank == r && fault.step == global_step) {
