@@ -419,5 +419,21 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
       if (t >= 3) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
     }
     EXPECT_LE(s.f_t, static_cast<double>(n * cap) / static_cast<double>(a.k()) + 1e-12);
+    // The cap's reach is state: a restored sparsifier continues bit for bit.
+    ExDyna b(cfg);
+    b.load_state(a.save_state());
+    EXPECT_EQ(b.histogram()->min_down(), a.histogram()->min_down());
+    for (std::int64_t t = 12; t < 16; ++t) {
+      std::mt19937 rng(static_cast<unsigned>(77 * t + c.rank()));
+      std::exponential_distribution<float> e(1.0f);
+      for (std::int64_t i = 0; i < n_g; ++i)
+        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+      SparseResult oa, ob;
+      StepStats sa, sb;
+      a.step(acc, c, oa, sa);
+      b.step(acc, c, ob, sb);
+      ASSERT_EQ(oa.indices, ob.indices);
+      ASSERT_EQ(a.threshold(), b.threshold());
+    }
   });
 }
