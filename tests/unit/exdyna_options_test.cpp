@@ -407,13 +407,16 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
     ExDyna a(cfg);
     const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
-    SparseResult out;
-    StepStats s;
-    for (std::int64_t t = 0; t < 12; ++t) {
+    auto fill = [&](std::int64_t t) {
       std::mt19937 rng(static_cast<unsigned>(77 * t + c.rank()));
       std::exponential_distribution<float> e(1.0f);
       for (std::int64_t i = 0; i < n_g; ++i)
         acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+    };
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 12; ++t) {
+      fill(t);
       a.step(acc, c, out, s);
       for (const auto k : s.k_per_worker) EXPECT_LE(k, cap) << "step " << t;
       if (t >= 3) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
@@ -424,10 +427,7 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
     b.load_state(a.save_state());
     EXPECT_EQ(b.histogram()->min_down(), a.histogram()->min_down());
     for (std::int64_t t = 12; t < 16; ++t) {
-      std::mt19937 rng(static_cast<unsigned>(77 * t + c.rank()));
-      std::exponential_distribution<float> e(1.0f);
-      for (std::int64_t i = 0; i < n_g; ++i)
-        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+      fill(t);
       SparseResult oa, ob;
       StepStats sa, sb;
       a.step(acc, c, oa, sa);

@@ -116,6 +116,8 @@ std::vector<std::int64_t> gathered(const std::vector<std::vector<std::int64_t>>&
   return g;
 }
 
+std::vector<std::int64_t> scratch(3 * 16);
+
 std::int64_t sum(const std::vector<std::int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), std::int64_t{0});
 }
@@ -129,7 +131,7 @@ TEST(LadderPlan, WithoutACapEachWorkerSendsItsShareOfTheGlobalCut) {
   std::vector<std::int64_t> counts(3);
   // k = 20: above rung 2 are 2+1+5 = 8 (bins 3) ... count >= rung 2: 4+0+5 + 8 = 17; >= rung 1:
   // 17 + 6+2+5 = 30 >= 20, so bin 1 is cut: need 3 of (6, 2, 5).
-  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 20, 0, counts), 20);
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 20, 0, counts, scratch), 20);
   EXPECT_EQ(sum(counts), 20);
   const auto cut = cut_ladder(std::vector<std::int64_t>{35, 13, 9, 8}, 20);
   EXPECT_EQ(cut.rung, 1);
@@ -154,16 +156,16 @@ TEST(LadderPlan, ACapMovesTheExcessToTheOtherWorkers) {
   const auto g = gathered(l);
   std::vector<std::int64_t> counts(3);
   // Uncapped: the top bin (30 + 1 + 1) is cut, in proportion: worker 0 sends almost all.
-  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 0, counts), 30);
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 0, counts, scratch), 30);
   EXPECT_EQ(sum(counts), 30);
   EXPECT_GE(counts[0], 26);
-  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 12, counts), 30);
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 30, 12, counts, scratch), 30);
   EXPECT_EQ(counts[0], 12);
   EXPECT_LE(counts[1], 12);
   EXPECT_LE(counts[2], 12);
   EXPECT_EQ(sum(counts), 30);
   // The ladders hold fewer than k under the cap: everything they can give, not more.
-  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 40, 12, counts), 36);
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 40, 12, counts, scratch), 36);
   EXPECT_EQ(counts, (std::vector<std::int64_t>{12, 12, 12}));
 }
 
@@ -173,12 +175,12 @@ TEST(LadderPlan, EmptyWorkersForcedIndexIsCountedInK) {
   const std::vector<std::vector<std::int64_t>> l{{0, 0, 50}, {0, 0, 0}, {0, 0, 0}, {3, 0, 0}};
   const auto g = gathered(l);
   std::vector<std::int64_t> counts(4);
-  const auto total = plan_worker_counts(g, 4, 4, 1, 3, 20, 0, counts);
+  const auto total = plan_worker_counts(g, 4, 4, 1, 3, 20, 0, counts, scratch);
   const auto empty = std::count(counts.begin(), counts.end(), 0);
   EXPECT_EQ(empty, 3);
   EXPECT_EQ(total + empty, 20);
   EXPECT_EQ(counts[0], 17);
-  EXPECT_THROW(plan_worker_counts(g, 4, 4, 1, 3, 0, 0, counts), InvalidArgument);
-  EXPECT_THROW(plan_worker_counts(g, 5, 4, 1, 3, 5, 0, counts), InvalidArgument);
+  EXPECT_THROW(plan_worker_counts(g, 4, 4, 1, 3, 0, 0, counts, scratch), InvalidArgument);
+  EXPECT_THROW(plan_worker_counts(g, 5, 4, 1, 3, 5, 0, counts, scratch), InvalidArgument);
   EXPECT_THROW(own_cut(l[0], 51), InvalidArgument);
 }

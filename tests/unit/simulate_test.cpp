@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include "unit/expect_error.hpp"
 #include "unit/temp_dir_test_base.hpp"
 
 #include <algorithm>
@@ -74,20 +75,6 @@ class TempDir : public TempDirTest {
  protected:
   TempDir() : TempDirTest("exdyna_sim_") {}
 };
-
-template <typename E>
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const E& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << e.what() << "\n  missing: " << p;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
+#include "unit/expect_error.hpp"
 #include "unit/temp_dir_test_base.hpp"
 
 using namespace exdyna;
@@ -66,16 +67,7 @@ class TraceRecorderTest : public TempDirTest {
 
   template <typename E>
   void expect_message(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-    try {
-      f();
-      ADD_FAILURE() << "no exception";
-    } catch (const E& e) {
-      for (const auto& p : parts)
-        EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-            << e.what() << "\n  missing: " << p;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "wrong exception type: " << e.what();
-    }
+    expect_error<E>(f, parts);
   }
 };
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include "unit/expect_error.hpp"
 #include "unit/temp_dir_test_base.hpp"
 
 #include <cmath>
@@ -35,16 +36,7 @@ class TraceTest : public TempDirTest {
   // Expects TraceSource(dir_) to throw E with every one of `parts` in its message.
   template <typename E>
   void expect_refused(std::initializer_list<std::string> parts) {
-    try {
-      TraceSource t(dir_);
-      ADD_FAILURE() << "trace accepted";
-    } catch (const E& e) {
-      for (const auto& p : parts)
-        EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-            << e.what() << "\n  missing: " << p;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "wrong exception type: " << e.what();
-    }
+    expect_error<E>([&] { TraceSource t(dir_); }, parts);
   }
 };
 

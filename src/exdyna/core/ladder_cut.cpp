@@ -85,8 +85,8 @@ namespace {
 // One pass of the plan for a target `k`; returns the total.
 std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
                        std::size_t offset, int rungs, std::int64_t k, std::int64_t cap,
-                       std::vector<std::int64_t>& above, std::vector<std::int64_t>& room,
-                       std::vector<std::int64_t>& share, std::span<std::int64_t> counts) {
+                       std::span<std::int64_t> above, std::span<std::int64_t> room,
+                       std::span<std::int64_t> share, std::span<std::int64_t> counts) {
   const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
   const auto bin = [&](int w, int j) {
     return ladders[static_cast<std::size_t>(w) * stride + offset + static_cast<std::size_t>(j)];
@@ -117,7 +117,8 @@ std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::
 
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
-                                std::int64_t cap, std::span<std::int64_t> counts) {
+                                std::int64_t cap, std::span<std::int64_t> counts,
+                                std::span<std::int64_t> scratch) {
   EXDYNA_CHECK_ARG(workers >= 1 && rungs >= 1 && k >= 1, "ladder plan for ", workers, " workers, ",
                    rungs, " rungs, k = ", k, "; expected all >= 1");
   EXDYNA_CHECK_ARG(offset + static_cast<std::size_t>(rungs) <= stride &&
@@ -127,7 +128,10 @@ std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int worke
   EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(workers), "ladder plan into ",
                    counts.size(), " counts; expected ", workers);
   const auto nw = static_cast<std::size_t>(workers);
-  std::vector<std::int64_t> above(nw), room(nw), share(nw);
+  EXDYNA_CHECK_ARG(scratch.size() >= 3 * nw, "ladder plan scratch of ", scratch.size(),
+                   " entries; expected 3 * workers = ", 3 * nw);
+  const auto above = scratch.first(nw), room = scratch.subspan(nw, nw),
+             share = scratch.subspan(2 * nw, nw);
   // Workers left with nothing send one index anyway: aim lower by their number, until stable
   // (each round can only add empty workers, so at most `workers` rounds).
   std::int64_t target = k, total = 0;

@@ -57,7 +57,10 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 // Returns the total (k whenever the ladders hold enough).
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
-                                std::int64_t cap, std::span<std::int64_t> counts);
+                                std::int64_t cap, std::span<std::int64_t> counts,
+                                std::span<std::int64_t> scratch);
+// scratch: at least 3 * workers entries, overwritten (the caller keeps it, so the per-step path
+// does not allocate).
 
 // Worker w's (rung, quota) for take_cut that keeps its `count` largest candidates, from its own
 // bins (R entries): the highest rung whose count reaches `count`, and the part of that bin.

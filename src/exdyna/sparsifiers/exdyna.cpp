@@ -112,6 +112,7 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   idx_.resize(static_cast<std::size_t>(std::min(cfg_.n_g, largest + largest / 4)));
   if (hist_) abs_.resize(idx_.size());
   worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
+  if (cfg_.exdyna.controller == core::Controller::kExact) plan_scratch_.resize(3 * n);
 }
 
 std::string ExDyna::fingerprint() const {
@@ -185,7 +186,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
     planned = core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
-                                       counts_);
+                                       counts_, plan_scratch_);
     const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
     mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,

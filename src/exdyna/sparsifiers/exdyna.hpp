@@ -75,11 +75,12 @@ class ExDyna final : public Sparsifier {
   std::vector<std::int64_t> gather_mine_;
   std::vector<std::int64_t> gather_all_;
   std::vector<std::int64_t> counts_;
-  std::vector<std::int64_t> bins_;         // this worker's ladder bins
-  std::vector<std::int64_t> summed_bins_;  // over all workers
-  std::vector<std::uint32_t> block_hits_;  // this step's selections per block
-  std::vector<float> abs_;                 // ladder candidates' |acc|
-  std::int64_t worker_cap_ = 0;            // exact controller: most values per worker, 0: none
+  std::vector<std::int64_t> bins_;          // this worker's ladder bins
+  std::vector<std::int64_t> summed_bins_;   // over all workers
+  std::vector<std::uint32_t> block_hits_;   // this step's selections per block
+  std::vector<float> abs_;                  // ladder candidates' |acc|
+  std::vector<std::int64_t> plan_scratch_;  // exact controller: plan_worker_counts' scratch
+  std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
 };
 
 }  // namespace exdyna::sparsifiers
