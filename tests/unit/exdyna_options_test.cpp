@@ -256,6 +256,17 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, Controller c, Balance
   return cfg;
 }
 
+// Exponential magnitudes with alternating signs; the first fifth of the vector 4x larger (a hot
+// region that starts inside one partition).
+void fill_hot_fifth(std::vector<float>& acc, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<float> e(1.0f);
+  const auto n_g = static_cast<std::int64_t>(acc.size());
+  for (std::int64_t i = 0; i < n_g; ++i)
+    acc[static_cast<std::size_t>(i)] =
+        e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+}
+
 }  // namespace
 
 // 16 blocks of 32 elements, 4 workers; block b holds w_b values of 10 (all selected):
@@ -310,10 +321,7 @@ TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
   comm::run_local(n, [&](comm::Communicator& c) {
     const int r = c.rank();
     auto fill = [&](std::vector<float>& acc, std::int64_t t) {
-      std::mt19937 rng(static_cast<unsigned>(1000 * t + r));
-      std::exponential_distribution<float> e(1.0f);
-      for (std::int64_t i = 0; i < n_g; ++i)
-        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+      fill_hot_fifth(acc, static_cast<unsigned>(1000 * t + r));
     };
     auto cfg = config(n_g, n, r, ctl, bal);
     cfg.exdyna.initial_threshold = 0.3;  // far below the ~4.6 to 6 that selects 1%
@@ -408,10 +416,7 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
     const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     auto fill = [&](std::int64_t t) {
-      std::mt19937 rng(static_cast<unsigned>(77 * t + c.rank()));
-      std::exponential_distribution<float> e(1.0f);
-      for (std::int64_t i = 0; i < n_g; ++i)
-        acc[i] = e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
+      fill_hot_fifth(acc, static_cast<unsigned>(77 * t + c.rank()));
     };
     SparseResult out;
     StepStats s;

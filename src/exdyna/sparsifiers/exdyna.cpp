@@ -1,7 +1,6 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <iostream>
 

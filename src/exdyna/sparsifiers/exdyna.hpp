@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "exdyna/core/partition.hpp"
