@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "exdyna/comm/communicator.hpp"
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/step_stats.hpp"
 #include "exdyna/sim/gradient_source.hpp"
 #include "exdyna/sim/synthetic_source.hpp"
@@ -138,9 +139,8 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
 std::string decisions_csv(std::span<const core::StepStats> steps, int workers);
 // Every StepStats field, one row per iteration (this rank's times).
 std::string stats_csv(std::span<const core::StepStats> steps, int workers);
-// Writes content to a temporary file beside path, then renames it over path: readers see the old
-// file or the whole new one, and a failure leaves no partial file. Throws Error naming the path.
-void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+// The CSV writers use core's atomic writer (temporary beside path, fsync, rename).
+using core::write_file_atomic;
 
 // Writes the CSVs that cfg asks for from rank 0's result and prints the summary.
 void report(std::ostream& os, const SimulateConfig& cfg, const GradientSource& src,

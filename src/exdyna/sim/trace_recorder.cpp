@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
-#include "exdyna/sim/simulate.hpp"
 
 namespace exdyna::sim {
 
@@ -163,7 +163,7 @@ TraceMeta TraceRecorder::finish() {
                                        "': setting its size failed: ", std::strerror(errno)));
       const nlohmann::json j = {
           {"n_g", m.n_g}, {"workers", m.workers}, {"iterations", m.iterations}};
-      write_file_atomic(dir_ / kTraceMetaFile, j.dump() + "\n");
+      core::write_file_atomic(dir_ / kTraceMetaFile, j.dump() + "\n");
     } catch (const std::exception& e) {
       std::snprintf(verdict.data(), verdict.size(), "%s", e.what());
     }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::sim {
@@ -196,12 +197,13 @@ void TraceWriter::finish() {
     throw DataError(
         detail::concat("trace data file '", (dir_ / kData).string(), "': write failed"));
   nlohmann::json j = {{"n_g", n_g_}, {"workers", workers_}, {"iterations", appended_ / workers_}};
-  std::ofstream meta(dir_ / kMeta);
-  meta << j.dump() << "\n";
-  meta.close();
-  if (!meta)
-    throw DataError(
-        detail::concat("trace meta file '", (dir_ / kMeta).string(), "': write failed"));
+  // Atomic, so a reader never sees a half-written meta.json; a failure stays a DataError.
+  try {
+    core::write_file_atomic(dir_ / kMeta, j.dump() + "\n");
+  } catch (const Error& e) {
+    throw DataError(detail::concat("trace meta file '", (dir_ / kMeta).string(),
+                                   "': write failed: ", e.what()));
+  }
 }
 
 void write_trace(const fs::path& dir, GradientSource& src, int workers, std::int64_t iterations) {

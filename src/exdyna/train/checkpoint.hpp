@@ -25,7 +25,7 @@ struct CheckpointState {
   std::vector<std::byte> sparsifier_state;
 };
 
-// Writes path atomically: path.tmp.<pid> then rename.
+// Writes path atomically (core::write_file_atomic: temporary, fsync, rename).
 void save_checkpoint_file(const std::string& path, const CheckpointState& s);
 // Throws DataError naming the file when it is missing, truncated or fails its checksum.
 CheckpointState load_checkpoint_file(const std::string& path);

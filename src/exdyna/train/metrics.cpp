@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::train {
@@ -17,20 +17,7 @@ namespace fs = std::filesystem;
 void atomic_write(const std::string& path, std::string_view content) {
   const auto parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) throw Error("writing " + tmp + " failed (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  }
+  core::write_file_atomic(path, content);
 }
 
 namespace {

@@ -12,7 +12,8 @@
 
 namespace exdyna::train {
 
-// Writes path.tmp.<pid> and renames it over path, so readers never see a half-written file.
+// Creates path's directory if missing, then core::write_file_atomic (temporary beside path,
+// fsync, rename), so readers never see a half-written file.
 void atomic_write(const std::string& path, std::string_view content);
 
 struct IterRecord {
