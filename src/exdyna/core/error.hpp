@@ -14,14 +14,15 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A user-supplied option or argument is out of range or malformed.
-class InvalidArgument : public Error {
+// A user-supplied option or argument is out of range or malformed. Error is a virtual base here
+// and in DataError so that core::ByteStreamError can be both with one Error inside.
+class InvalidArgument : public virtual Error {
  public:
   using Error::Error;
 };
 
 // Input data (a gradient, a trace, a dataset file) is malformed: NaN/Inf, truncated, corrupt.
-class DataError : public Error {
+class DataError : public virtual Error {
  public:
   using Error::Error;
 };

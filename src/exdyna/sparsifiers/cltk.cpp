@@ -1,7 +1,7 @@
 #include "exdyna/sparsifiers/cltk.hpp"
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/state_io.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -57,15 +57,15 @@ std::string CltK::fingerprint() const {
 }
 
 std::vector<std::byte> CltK::save_state() const {
-  std::vector<std::byte> s;
-  state_io::put(s, iteration_);
-  return s;
+  core::ByteWriter w;
+  w.put(iteration_);
+  return w.take();
 }
 
 void CltK::load_state(std::span<const std::byte> state) {
-  std::size_t pos = 0;
-  const auto t = state_io::get<std::int64_t>(state, pos, "cltk");
-  state_io::expect_end(state, pos, "cltk");
+  core::ByteReader r(state, "cltk state");
+  const auto t = r.get<std::int64_t>();
+  r.expect_end();
   EXDYNA_CHECK_ARG(t >= 0, "cltk: saved iteration ", t, " is not valid; expected >= 0");
   iteration_ = t;
 }

@@ -1,9 +1,9 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <iostream>
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/threshold.hpp"
@@ -18,52 +18,14 @@ const SparsifierConfig& validated(const SparsifierConfig& cfg) {
   return cfg;
 }
 
-// Little-endian-agnostic raw serialisation: state is read back by the same build.
-class Writer {
- public:
-  template <typename T>
-  void put(const T& v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    buf_.insert(buf_.end(), p, p + sizeof(T));
-  }
-  template <typename T>
-  void put_all(std::span<const T> v) {
-    put<std::int64_t>(static_cast<std::int64_t>(v.size()));
-    for (const auto& x : v) put(x);
-  }
-  std::vector<std::byte> take() { return std::move(buf_); }
-
- private:
-  std::vector<std::byte> buf_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> s) : s_(s) {}
-  template <typename T>
-  T get() {
-    EXDYNA_CHECK_T(DataError, pos_ + sizeof(T) <= s_.size(), "exdyna state is truncated at byte ",
-                   pos_, " of ", s_.size());
-    T v;
-    std::memcpy(&v, s_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> get_all(std::int64_t expected) {
-    const auto n = get<std::int64_t>();
-    EXDYNA_CHECK_T(DataError, n == expected, "exdyna state holds a list of ", n,
-                   " entries; expected ", expected);
-    std::vector<T> v(static_cast<std::size_t>(n));
-    for (auto& x : v) x = get<T>();
-    return v;
-  }
-  bool done() const { return pos_ == s_.size(); }
-
- private:
-  std::span<const std::byte> s_;
-  std::size_t pos_ = 0;
-};
+// A list of exactly `expected` entries (the state's count is checked against this sparsifier).
+template <typename T>
+std::vector<T> get_list_of(core::ByteReader& r, std::int64_t expected) {
+  auto v = r.get_list<T>();
+  EXDYNA_CHECK_T(DataError, static_cast<std::int64_t>(v.size()) == expected,
+                 "exdyna state holds a list of ", v.size(), " entries; expected ", expected);
+  return v;
+}
 
 // Alg. 3 moves blocks without knowing where the selections are, and min_blk = n_b / (4n) keeps
 // its walk from emptying a partition. Exact balance places boundaries from the selections
@@ -252,7 +214,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
 }
 
 std::vector<std::byte> ExDyna::save_state() const {
-  Writer w;
+  core::ByteWriter w;
   w.put(kStateMagic);
   w.put(kStateVersion);
   w.put<std::int32_t>(static_cast<std::int32_t>(cfg_.exdyna.controller));
@@ -260,20 +222,20 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put<std::int64_t>(parts_.layout().n_blocks);
   w.put(iteration_);
   w.put(threshold_);
-  w.put_all(parts_.blocks());
-  w.put_all(std::span<const std::int64_t>(prev_counts_));
+  w.put_list(parts_.blocks());
+  w.put_list(std::span<const std::int64_t>(prev_counts_));
   // Issue 5's options: the ladder's reach and the smoothed block load (empty when unused).
   w.put<std::int32_t>(hist_ ? hist_->down() : -1);
   w.put<double>(hist_ ? hist_->last_exact() : -1.0);
   w.put<double>(hist_ ? hist_->log_trend() : 0.0);
   w.put<double>(hist_ ? hist_->movement() : 0.0);
   w.put<std::int32_t>(hist_ ? hist_->min_down() : -1);
-  w.put_all(std::span<const double>(block_load_));
+  w.put_list(std::span<const double>(block_load_));
   return w.take();
 }
 
 void ExDyna::load_state(std::span<const std::byte> state) {
-  Reader r(state);
+  core::ByteReader r(state, "exdyna state");
   EXDYNA_CHECK_T(DataError, r.get<std::uint32_t>() == kStateMagic,
                  "exdyna state does not start with the exdyna magic; not an exdyna checkpoint");
   const auto version = r.get<std::uint32_t>();
@@ -294,8 +256,8 @@ void ExDyna::load_state(std::span<const std::byte> state) {
                  "; expected ", parts_.layout().n_blocks);
   const auto iteration = r.get<std::int64_t>();
   const auto threshold = r.get<double>();
-  const auto blocks = r.get_all<std::int64_t>(cfg_.world_size);
-  auto prev = r.get_all<std::int64_t>(cfg_.world_size);
+  const auto blocks = get_list_of<std::int64_t>(r, cfg_.world_size);
+  auto prev = get_list_of<std::int64_t>(r, cfg_.world_size);
   const auto down = r.get<std::int32_t>();
   const auto last_exact = r.get<double>();
   const auto log_trend = r.get<double>();
@@ -305,13 +267,12 @@ void ExDyna::load_state(std::span<const std::byte> state) {
                  "exdyna state was saved with controller ",
                  down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
                  core::to_string(cfg_.exdyna.controller));
-  const auto load_size = r.get<std::int64_t>();
+  auto load = r.get_list<double>();
+  const auto load_size = static_cast<std::int64_t>(load.size());
   EXDYNA_CHECK_T(DataError, load_size == 0 || load_size == parts_.layout().n_blocks,
                  "exdyna state holds ", load_size,
                  " block loads; expected 0 or n_b = ", parts_.layout().n_blocks);
-  std::vector<double> load(static_cast<std::size_t>(load_size));
-  for (auto& x : load) x = r.get<double>();
-  EXDYNA_CHECK_T(DataError, r.done(), "exdyna state has trailing bytes");
+  r.expect_end();
   EXDYNA_CHECK_T(DataError, iteration >= 0 && threshold == threshold,
                  "exdyna state holds iteration ", iteration, " and threshold ", threshold,
                  "; expected iteration >= 0 and a number");

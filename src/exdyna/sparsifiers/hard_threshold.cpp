@@ -3,9 +3,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/state_io.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -40,7 +40,7 @@ std::string HardThreshold::fingerprint() const {
 }
 
 void HardThreshold::load_state(std::span<const std::byte> state) {
-  state_io::expect_end(state, 0, "hard-threshold");
+  core::ByteReader(state, "hard-threshold state").expect_end();
 }
 
 }  // namespace exdyna::sparsifiers

@@ -9,9 +9,9 @@
 #include <emmintrin.h>
 #endif
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/state_io.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -154,7 +154,7 @@ void Sidco::step(std::span<const float> acc, comm::Communicator& comm, SparseRes
 }
 
 void Sidco::load_state(std::span<const std::byte> state) {
-  state_io::expect_end(state, 0, "sidco");
+  core::ByteReader(state, "sidco state").expect_end();
 }
 
 }  // namespace exdyna::sparsifiers

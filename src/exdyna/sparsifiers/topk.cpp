@@ -1,7 +1,7 @@
 #include "exdyna/sparsifiers/topk.hpp"
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/state_io.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -28,15 +28,15 @@ std::string TopK::fingerprint() const {
 }
 
 std::vector<std::byte> TopK::save_state() const {
-  std::vector<std::byte> s;
-  state_io::put(s, iteration_);
-  return s;
+  core::ByteWriter w;
+  w.put(iteration_);
+  return w.take();
 }
 
 void TopK::load_state(std::span<const std::byte> state) {
-  std::size_t pos = 0;
-  const auto t = state_io::get<std::int64_t>(state, pos, "topk");
-  state_io::expect_end(state, pos, "topk");
+  core::ByteReader r(state, "topk state");
+  const auto t = r.get<std::int64_t>();
+  r.expect_end();
   EXDYNA_CHECK_ARG(t >= 0, "topk: saved iteration ", t, " is not valid; expected >= 0");
   iteration_ = t;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/train/metrics.hpp"
 
@@ -14,93 +15,35 @@ namespace {
 
 constexpr char kMagic[8] = {'E', 'X', 'D', 'Y', 'C', 'K', 'P', '1'};
 
-std::uint64_t fnv1a(const char* p, std::size_t n) {
+std::uint64_t fnv1a(const void* data, std::size_t n) {
+  const auto* p = static_cast<const char*>(data);
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
   return h;
 }
 
-class Writer {
- public:
-  template <typename T>
-  void pod(const T& v) {
-    buf_.append(reinterpret_cast<const char*>(&v), sizeof(T));
-  }
-  template <typename T>
-  void vec(const std::vector<T>& v) {
-    pod(static_cast<std::uint64_t>(v.size()));
-    buf_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-  }
-  void str(const std::string& s) {
-    pod(static_cast<std::uint64_t>(s.size()));
-    buf_.append(s);
-  }
-  std::string& buf() { return buf_; }
-
- private:
-  std::string buf_;
-};
-
-class Reader {
- public:
-  Reader(const std::string& data, std::string path) : d_(data), path_(std::move(path)) {}
-  template <typename T>
-  T pod() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, d_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> vec() {
-    const auto n = pod<std::uint64_t>();
-    need(n * sizeof(T));
-    std::vector<T> v(n);
-    std::memcpy(v.data(), d_.data() + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const auto n = pod<std::uint64_t>();
-    need(n);
-    std::string s = d_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-
- private:
-  void need(std::uint64_t n) {
-    if (n > d_.size() - pos_)
-      throw DataError(detail::concat("checkpoint ", path_, " is truncated or corrupt (needs ", n,
-                                     " more bytes at offset ", pos_, " of ", d_.size(), ")"));
-  }
-  const std::string& d_;
-  std::string path_;
-  std::size_t pos_ = 0;
-};
-
 }  // namespace
 
 void save_checkpoint_file(const std::string& path, const CheckpointState& s) {
-  Writer w;
-  w.str(s.fingerprint);
-  w.pod(static_cast<std::int32_t>(s.rank));
-  w.pod(static_cast<std::int32_t>(s.world));
-  w.pod(s.step);
-  w.pod(s.ef_iteration);
-  w.pod(s.elapsed_s);
-  w.vec(s.params);
-  w.vec(s.momentum);
-  w.vec(s.residual);
-  w.vec(s.buffers);
-  w.vec(s.sparsifier_state);
+  core::ByteWriter w;
+  w.put_string(s.fingerprint);
+  w.put(static_cast<std::int32_t>(s.rank));
+  w.put(static_cast<std::int32_t>(s.world));
+  w.put(s.step);
+  w.put(s.ef_iteration);
+  w.put(s.elapsed_s);
+  w.put_list(std::span<const float>(s.params));
+  w.put_list(std::span<const float>(s.momentum));
+  w.put_list(std::span<const float>(s.residual));
+  w.put_list(std::span<const float>(s.buffers));
+  w.put_list(std::span<const std::byte>(s.sparsifier_state));
+  const auto& payload = w.bytes();
   std::string out(kMagic, sizeof kMagic);
-  const std::uint64_t h = fnv1a(w.buf().data(), w.buf().size());
-  const std::uint64_t len = w.buf().size();
+  const std::uint64_t h = fnv1a(payload.data(), payload.size());
+  const std::uint64_t len = payload.size();
   out.append(reinterpret_cast<const char*>(&len), 8);
   out.append(reinterpret_cast<const char*>(&h), 8);
-  out.append(w.buf());
+  out.append(reinterpret_cast<const char*>(payload.data()), payload.size());
   atomic_write(path, out);
 }
 
@@ -122,19 +65,19 @@ CheckpointState load_checkpoint_file(const std::string& path) {
   const std::string payload = all.substr(24);
   if (fnv1a(payload.data(), payload.size()) != h)
     throw DataError("checkpoint file " + path + " fails its checksum (corrupt)");
-  Reader r(payload, path);
+  core::ByteReader r(std::as_bytes(std::span(payload)), "checkpoint " + path);
   CheckpointState s;
-  s.fingerprint = r.str();
-  s.rank = r.pod<std::int32_t>();
-  s.world = r.pod<std::int32_t>();
-  s.step = r.pod<std::int64_t>();
-  s.ef_iteration = r.pod<std::int64_t>();
-  s.elapsed_s = r.pod<double>();
-  s.params = r.vec<float>();
-  s.momentum = r.vec<float>();
-  s.residual = r.vec<float>();
-  s.buffers = r.vec<float>();
-  s.sparsifier_state = r.vec<std::byte>();
+  s.fingerprint = r.get_string();
+  s.rank = r.get<std::int32_t>();
+  s.world = r.get<std::int32_t>();
+  s.step = r.get<std::int64_t>();
+  s.ef_iteration = r.get<std::int64_t>();
+  s.elapsed_s = r.get<double>();
+  s.params = r.get_list<float>();
+  s.momentum = r.get_list<float>();
+  s.residual = r.get_list<float>();
+  s.buffers = r.get_list<float>();
+  s.sparsifier_state = r.get_list<std::byte>();
   return s;
 }
 
