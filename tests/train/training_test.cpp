@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "exdyna/comm/local_group.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/train/trainer.hpp"
 
@@ -20,10 +21,7 @@ using namespace exdyna::train;
 namespace {
 
 std::uint64_t hash(std::span<const float> v) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (std::size_t i = 0; i < v.size_bytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
+  return core::fnv1a(std::as_bytes(v));
 }
 
 DataBundle tiny_data() {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/hash.hpp"
 
 // The values must not depend on which instruction set the kernel below is dispatched to: GCC
 // contracts a * b + c into an FMA (one rounding instead of two) by default in C++ where FMA is
@@ -20,13 +21,10 @@ namespace exdyna::sim {
 
 namespace {
 
-constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-// splitmix64's finaliser: a bijective 64-bit mix with full avalanche.
+constexpr std::uint64_t kGolden = core::kSplitMixGamma;
+// SplitMix64's finaliser (core/hash.hpp), by its short name here.
 inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return core::splitmix64_mix(z);
 }
 
 // A 32-bit bijective mix (Wellons' "lowbias32" constants). 32-bit multiplies vectorise, so the
@@ -46,13 +44,6 @@ inline std::uint32_t mix32(std::uint32_t x) {
 inline std::uint32_t element_bits(std::uint64_t key, std::uint32_t i) {
   return mix32(mix32(i ^ static_cast<std::uint32_t>(key)) + static_cast<std::uint32_t>(key >> 32));
 }
-
-// Sequential splitmix64, for the one-off draws at construction.
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() { return mix64(state += kGolden); }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-};
 
 // ln(x) for a normal float x > 0, to ~3e-8 relative: x = m * 2^e with m in [sqrt(1/2), sqrt(2))
 // (found by offsetting the bits by those of sqrt(1/2), so no branch), ln m = 2 atanh(s) with
@@ -167,11 +158,11 @@ SyntheticSource::SyntheticSource(SyntheticOptions opt) : opt_(std::move(opt)) {
   std::sort(opt_.scale_steps.begin(), opt_.scale_steps.end(),
             [](const ScaleStep& a, const ScaleStep& b) { return a.iteration < b.iteration; });
   const auto L = static_cast<std::size_t>(opt_.layers);
-  SplitMix rng{opt_.seed * kGolden ^ 0x4c41594552530000ull};
+  core::SplitMix64 rng(opt_.seed * kGolden ^ 0x4c41594552530000ull);  // one-off draws
 
   // Layer sizes: one element each, the rest in proportion to log-uniform weights over [1, 64].
   std::vector<double> weight(L);
-  for (auto& w : weight) w = std::exp(rng.uniform() * std::log(64.0));
+  for (auto& w : weight) w = std::exp(rng.uniform_open() * std::log(64.0));
   const double total = std::accumulate(weight.begin(), weight.end(), 0.0);
   const std::int64_t rest = opt_.n_g - opt_.layers;
   layer_begin_.resize(L + 1);

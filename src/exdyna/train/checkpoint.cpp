@@ -7,6 +7,7 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/train/metrics.hpp"
 
 namespace exdyna::train {
@@ -14,13 +15,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'E', 'X', 'D', 'Y', 'C', 'K', 'P', '1'};
-
-std::uint64_t fnv1a(const void* data, std::size_t n) {
-  const auto* p = static_cast<const char*>(data);
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
-  return h;
-}
 
 }  // namespace
 
@@ -39,7 +33,7 @@ void save_checkpoint_file(const std::string& path, const CheckpointState& s) {
   w.put_list(std::span<const std::byte>(s.sparsifier_state));
   const auto& payload = w.bytes();
   std::string out(kMagic, sizeof kMagic);
-  const std::uint64_t h = fnv1a(payload.data(), payload.size());
+  const std::uint64_t h = core::fnv1a(payload);
   const std::uint64_t len = payload.size();
   out.append(reinterpret_cast<const char*>(&len), 8);
   out.append(reinterpret_cast<const char*>(&h), 8);
@@ -63,7 +57,7 @@ CheckpointState load_checkpoint_file(const std::string& path) {
     throw DataError(detail::concat("checkpoint file ", path, " is truncated: ", all.size() - 24,
                                    " payload bytes, expected ", len));
   const std::string payload = all.substr(24);
-  if (fnv1a(payload.data(), payload.size()) != h)
+  if (core::fnv1a(payload.data(), payload.size()) != h)
     throw DataError("checkpoint file " + path + " fails its checksum (corrupt)");
   core::ByteReader r(std::as_bytes(std::span(payload)), "checkpoint " + path);
   CheckpointState s;

@@ -229,7 +229,7 @@ std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::u
   SplitMix64 g(a);
   std::uint64_t h = g.next();
   for (std::uint64_t v : {b, c, d}) {
-    SplitMix64 g2(h ^ (v * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
+    SplitMix64 g2(h ^ (v * core::kSplitMixGamma + 0x632be59bd9b4e019ULL));
     h = g2.next();
   }
   return h;

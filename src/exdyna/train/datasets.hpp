@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "exdyna/core/hash.hpp"
+
 namespace exdyna::train {
 
 enum class DatasetKind { kFashionMnist, kMnist, kCifar10, kCifar100, kSynthetic };
@@ -44,20 +46,8 @@ ImageDataset synthetic_image_dataset(std::int64_t n, int classes, int channels, 
 std::vector<std::int64_t> epoch_shard(std::int64_t n, int world, int rank, std::uint64_t seed,
                                       std::int64_t epoch);
 
-// SplitMix64: a tiny portable generator, so shuffles are identical on every platform.
-struct SplitMix64 {
-  std::uint64_t state;
-  explicit SplitMix64(std::uint64_t s) : state(s) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) (the modulo bias is negligible for the sizes used here).
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
+// Shuffles and draws use core's SplitMix64, so they are identical on every platform.
+using core::SplitMix64;
 
 // A seed mixed from several values, for stateless per-(epoch, rank, step) streams.
 std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::uint64_t d = 0);

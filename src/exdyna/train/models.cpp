@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/train/datasets.hpp"
 
 namespace exdyna::train {
@@ -310,11 +311,11 @@ class InceptionV4 : public Net {
   torch::Tensor dropout(const torch::Tensor& x) {
     if (!is_training()) return x;
     const float* d = x.data_ptr<float>();
-    std::uint64_t h = 0xcbf29ce484222325ULL;
+    std::uint64_t h = core::kFnv1aOffset;  // FNV-1a over the 32-bit words, not the bytes
     for (std::int64_t i = 0; i < x.numel(); ++i) {
       std::uint32_t bits;
       std::memcpy(&bits, d + i, sizeof bits);
-      h = (h ^ bits) * 0x100000001b3ULL;
+      h = core::fnv1a_round(h, bits);
     }
     SplitMix64 g(mix_seed(seed_, 0xd80, h));
     auto mask = torch::empty(x.sizes(), torch::kFloat);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
@@ -587,11 +588,7 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
     j["mean_f_t"] = num(res.mean_f_t);
     j["elapsed_s"] = res.elapsed_s;
     // FNV-1a of rank 0's final parameter bytes: lets scripts check bit-identical runs.
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (const unsigned char *b = reinterpret_cast<const unsigned char*>(res.params.data()),
-                             *e = b + res.params.size() * sizeof(float);
-         b != e; ++b)
-      h = (h ^ *b) * 0x100000001b3ULL;
+    const std::uint64_t h = core::fnv1a(std::as_bytes(std::span(res.params)));
     std::ostringstream hx;
     hx << std::hex << std::setw(16) << std::setfill('0') << h;
     j["params_fnv1a"] = hx.str();
