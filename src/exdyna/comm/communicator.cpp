@@ -2,17 +2,21 @@
 
 #include <algorithm>
 
+#include "exdyna/core/enum_names.hpp"
+
 namespace exdyna::comm {
 
+namespace {
+constexpr core::EnumNames<GatherMode, 2> kGatherModeNames{
+    {{GatherMode::kPadded, "padded"}, {GatherMode::kExact, "exact"}}};
+}  // namespace
+
 const char* to_string(GatherMode m) {
-  return m == GatherMode::kPadded ? "padded" : "exact";
+  return core::enum_to_string(kGatherModeNames, m);
 }
 
 GatherMode parse_gather_mode(std::string_view s) {
-  if (s == "padded") return GatherMode::kPadded;
-  if (s == "exact") return GatherMode::kExact;
-  throw InvalidArgument(
-      detail::concat("gather mode '", s, "' is not valid; expected 'padded' or 'exact'"));
+  return core::enum_parse(kGatherModeNames, "gather mode", s);
 }
 
 void Communicator::allgather_counts(std::span<const std::int64_t> mine,

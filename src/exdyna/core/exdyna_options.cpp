@@ -5,38 +5,32 @@
 #include <sstream>
 #include <string>
 
+#include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::core {
 
+namespace {
+constexpr EnumNames<Controller, 3> kControllerNames{{{Controller::kPaper, "paper"},
+                                                     {Controller::kHistogram, "histogram"},
+                                                     {Controller::kExact, "exact"}}};
+constexpr EnumNames<Balance, 2> kBalanceNames{
+    {{Balance::kPaper, "paper"}, {Balance::kExact, "exact"}}};
+}  // namespace
+
 const char* to_string(Controller c) {
-  switch (c) {
-    case Controller::kPaper:
-      return "paper";
-    case Controller::kHistogram:
-      return "histogram";
-    case Controller::kExact:
-      return "exact";
-  }
-  return "?";
+  return enum_to_string(kControllerNames, c);
 }
 const char* to_string(Balance b) {
-  return b == Balance::kPaper ? "paper" : "exact";
+  return enum_to_string(kBalanceNames, b);
 }
 
 Controller parse_controller(std::string_view s) {
-  if (s == "paper") return Controller::kPaper;
-  if (s == "histogram") return Controller::kHistogram;
-  if (s == "exact") return Controller::kExact;
-  throw InvalidArgument(detail::concat("controller '", s,
-                                       "' is not valid; expected 'paper', 'histogram' or 'exact'"));
+  return enum_parse(kControllerNames, "controller", s);
 }
 
 Balance parse_balance(std::string_view s) {
-  if (s == "paper") return Balance::kPaper;
-  if (s == "exact") return Balance::kExact;
-  throw InvalidArgument(
-      detail::concat("balance '", s, "' is not valid; expected 'paper' or 'exact'"));
+  return enum_parse(kBalanceNames, "balance", s);
 }
 
 void ExDynaOptions::validate(int world_size) const {

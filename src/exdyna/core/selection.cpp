@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
 
 #if defined(__SSE2__)
@@ -197,18 +198,13 @@ std::size_t run_kernel(SelectKernel k, const float* p, std::size_t n, float thre
 
 }  // namespace
 
+constexpr EnumNames<SelectKernel, 4> kSelectKernelNames{{{SelectKernel::kScalar, "scalar"},
+                                                         {SelectKernel::kSse2, "sse2"},
+                                                         {SelectKernel::kAvx2, "avx2"},
+                                                         {SelectKernel::kAvx512, "avx512"}}};
+
 const char* to_string(SelectKernel k) {
-  switch (k) {
-    case SelectKernel::kScalar:
-      return "scalar";
-    case SelectKernel::kSse2:
-      return "sse2";
-    case SelectKernel::kAvx2:
-      return "avx2";
-    case SelectKernel::kAvx512:
-      return "avx512";
-  }
-  return "?";
+  return enum_to_string(kSelectKernelNames, k);
 }
 
 bool select_kernel_available(SelectKernel k) {

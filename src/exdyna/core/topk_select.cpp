@@ -4,6 +4,7 @@
 #include <bit>
 #include <functional>
 
+#include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::core {
@@ -48,15 +49,15 @@ void sift_down_root(std::uint64_t* h, std::size_t n) {
 
 }  // namespace
 
+constexpr EnumNames<TopkMethod, 2> kTopkMethodNames{
+    {{TopkMethod::kNthElement, "nth_element"}, {TopkMethod::kHeap, "heap"}}};
+
 const char* to_string(TopkMethod m) {
-  return m == TopkMethod::kHeap ? "heap" : "nth_element";
+  return enum_to_string(kTopkMethodNames, m);
 }
 
 TopkMethod parse_topk_method(std::string_view s) {
-  if (s == "nth_element") return TopkMethod::kNthElement;
-  if (s == "heap") return TopkMethod::kHeap;
-  throw InvalidArgument(
-      detail::concat("top-k method '", s, "' is not valid; expected 'nth_element' or 'heap'"));
+  return enum_parse(kTopkMethodNames, "top-k method", s);
 }
 
 void topk_nth_element(std::span<const float> v, std::size_t k, std::vector<std::uint32_t>& out,

@@ -4,36 +4,29 @@
 #include <filesystem>
 #include <fstream>
 
+#include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/train/idx.hpp"
 
 namespace exdyna::train {
 namespace fs = std::filesystem;
 
+// cifar-10 and cifar-100 are accepted aliases.
+constexpr core::EnumNames<DatasetKind, 7> kDatasetNames{
+    {{DatasetKind::kFashionMnist, "fashion-mnist"},
+     {DatasetKind::kMnist, "mnist"},
+     {DatasetKind::kCifar10, "cifar10"},
+     {DatasetKind::kCifar100, "cifar100"},
+     {DatasetKind::kSynthetic, "synthetic"},
+     {DatasetKind::kCifar10, "cifar-10"},
+     {DatasetKind::kCifar100, "cifar-100"}}};
+
 const char* to_string(DatasetKind k) {
-  switch (k) {
-    case DatasetKind::kFashionMnist:
-      return "fashion-mnist";
-    case DatasetKind::kMnist:
-      return "mnist";
-    case DatasetKind::kCifar10:
-      return "cifar10";
-    case DatasetKind::kCifar100:
-      return "cifar100";
-    case DatasetKind::kSynthetic:
-      return "synthetic";
-  }
-  return "?";
+  return core::enum_to_string(kDatasetNames, k);
 }
 
 DatasetKind parse_dataset(const std::string& s) {
-  if (s == "fashion-mnist") return DatasetKind::kFashionMnist;
-  if (s == "mnist") return DatasetKind::kMnist;
-  if (s == "cifar10" || s == "cifar-10") return DatasetKind::kCifar10;
-  if (s == "cifar100" || s == "cifar-100") return DatasetKind::kCifar100;
-  if (s == "synthetic") return DatasetKind::kSynthetic;
-  throw InvalidArgument("unknown dataset '" + s +
-                        "'; expected fashion-mnist, mnist, cifar10, cifar100 or synthetic");
+  return core::enum_parse(kDatasetNames, "dataset", s);
 }
 
 std::string default_data_dir(DatasetKind k) {

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "exdyna/core/enum_names.hpp"
+
 #ifdef EXDYNA_HAVE_MPI
 #include "exdyna/comm/engines/mpi_communicator.hpp"
 #endif
@@ -11,41 +13,25 @@
 
 namespace exdyna::comm {
 
+constexpr core::EnumNames<Backend, 4> kBackendNames{{{Backend::kAuto, "auto"},
+                                                     {Backend::kMpi, "mpi"},
+                                                     {Backend::kGloo, "gloo"},
+                                                     {Backend::kLocal, "local"}}};
+constexpr core::EnumNames<Plan, 4> kPlanNames{{{Plan::kConnectMpi, "mpi"},
+                                               {Plan::kConnectGloo, "gloo"},
+                                               {Plan::kLaunch, "launch"},
+                                               {Plan::kInProcess, "local"}}};
+
 const char* to_string(Backend b) {
-  switch (b) {
-    case Backend::kAuto:
-      return "auto";
-    case Backend::kMpi:
-      return "mpi";
-    case Backend::kGloo:
-      return "gloo";
-    case Backend::kLocal:
-      return "local";
-  }
-  return "?";
+  return core::enum_to_string(kBackendNames, b);
 }
 
 Backend parse_backend(std::string_view s) {
-  if (s == "auto") return Backend::kAuto;
-  if (s == "mpi") return Backend::kMpi;
-  if (s == "gloo") return Backend::kGloo;
-  if (s == "local") return Backend::kLocal;
-  throw InvalidArgument(
-      detail::concat("backend '", s, "' is not valid; expected auto, mpi, gloo or local"));
+  return core::enum_parse(kBackendNames, "backend", s);
 }
 
 const char* to_string(Plan p) {
-  switch (p) {
-    case Plan::kConnectMpi:
-      return "mpi";
-    case Plan::kConnectGloo:
-      return "gloo";
-    case Plan::kLaunch:
-      return "launch";
-    case Plan::kInProcess:
-      return "local";
-  }
-  return "?";
+  return core::enum_to_string(kPlanNames, p);
 }
 
 bool have_mpi() {
