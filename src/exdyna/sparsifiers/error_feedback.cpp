@@ -3,73 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
-
-AccumulateResult accumulate(std::span<float> residual, std::span<const float> grad) {
-  EXDYNA_CHECK_EQ(residual.size(), grad.size(), "accumulate: size mismatch");
-  AccumulateResult res;
-  float* __restrict r = residual.data();
-  const float* __restrict g = grad.data();
-  const std::size_t n = residual.size();
-  // One pass, meant to run at memory speed. Squares are summed in float lanes within a chunk and
-  // each chunk's sum goes to double. x * 0 is NaN exactly when x is NaN or Inf, so `poison` flags
-  // both without a branch. The loop is written with SSE2 (baseline x86-64) because compilers
-  // turn the plain loop into shuffle-heavy code that ran at a fraction of the bandwidth.
-  constexpr std::size_t kChunk = 4096;
-  double sq = 0;
-  float poison = 0;
-  for (std::size_t base = 0; base < n; base += kChunk) {
-    const std::size_t end = std::min(n, base + kChunk);
-    std::size_t i = base;
-    float chunk_sq = 0;
-#if defined(__SSE2__)
-    const __m128 zero = _mm_setzero_ps();
-    __m128 s0 = zero, s1 = zero, s2 = zero, s3 = zero;
-    __m128 p0 = zero, p1 = zero;
-    for (; i + 16 <= end; i += 16) {
-      const __m128 e0 = _mm_loadu_ps(r + i), e1 = _mm_loadu_ps(r + i + 4);
-      const __m128 e2 = _mm_loadu_ps(r + i + 8), e3 = _mm_loadu_ps(r + i + 12);
-      const __m128 a0 = _mm_add_ps(e0, _mm_loadu_ps(g + i));
-      const __m128 a1 = _mm_add_ps(e1, _mm_loadu_ps(g + i + 4));
-      const __m128 a2 = _mm_add_ps(e2, _mm_loadu_ps(g + i + 8));
-      const __m128 a3 = _mm_add_ps(e3, _mm_loadu_ps(g + i + 12));
-      _mm_storeu_ps(r + i, a0);
-      _mm_storeu_ps(r + i + 4, a1);
-      _mm_storeu_ps(r + i + 8, a2);
-      _mm_storeu_ps(r + i + 12, a3);
-      s0 = _mm_add_ps(s0, _mm_mul_ps(e0, e0));
-      s1 = _mm_add_ps(s1, _mm_mul_ps(e1, e1));
-      s2 = _mm_add_ps(s2, _mm_mul_ps(e2, e2));
-      s3 = _mm_add_ps(s3, _mm_mul_ps(e3, e3));
-      // Not (a0 + a1) * 0: two large finite values could overflow to Inf and flag wrongly.
-      p0 = _mm_add_ps(p0, _mm_add_ps(_mm_mul_ps(a0, zero), _mm_mul_ps(a1, zero)));
-      p1 = _mm_add_ps(p1, _mm_add_ps(_mm_mul_ps(a2, zero), _mm_mul_ps(a3, zero)));
-    }
-    alignas(16) float lanes[4];
-    _mm_store_ps(lanes, _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
-    chunk_sq = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    _mm_store_ps(lanes, _mm_add_ps(p0, p1));
-    poison += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#endif
-    for (; i < end; ++i) {
-      const float e = r[i];
-      const float a = e + g[i];
-      chunk_sq += e * e;
-      poison += a * 0.0f;
-      r[i] = a;
-    }
-    sq += chunk_sq;
-  }
-  res.residual_sq = sq;
-  res.finite = !std::isnan(poison);
-  return res;
-}
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
                              ErrorFeedbackOptions opt)

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
@@ -47,12 +48,8 @@ class ErrorFeedback {
   std::int64_t iteration_ = 0;
 };
 
-// acc[i] = residual[i] + grad[i] in place in residual; returns sum of the old residual squared
-// (the local error ||e_{i,t}||^2) and whether every result was finite. One pass over memory.
-struct AccumulateResult {
-  double residual_sq = 0;
-  bool finite = true;
-};
-AccumulateResult accumulate(std::span<float> residual, std::span<const float> grad);
+// acc = residual + grad in one pass (core/reductions.hpp).
+using core::accumulate;
+using core::AccumulateResult;
 
 }  // namespace exdyna::sparsifiers

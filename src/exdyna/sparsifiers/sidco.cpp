@@ -5,45 +5,11 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
-
-double sum_abs(std::span<const float> x) {
-  // Float lanes within a chunk, chunk sums in double so the total stays accurate for tens of
-  // millions of elements. SSE2 (baseline x86-64): compilers vectorise the plain loop poorly.
-  constexpr std::size_t kChunk = 4096;
-  const float* p = x.data();
-  const std::size_t n = x.size();
-  double total = 0;
-  for (std::size_t base = 0; base < n; base += kChunk) {
-    const std::size_t end = std::min(n, base + kChunk);
-    std::size_t i = base;
-    float s = 0;
-#if defined(__SSE2__)
-    const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-    __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (; i + 16 <= end; i += 16) {
-      s0 = _mm_add_ps(s0, _mm_and_ps(_mm_loadu_ps(p + i), abs_mask));
-      s1 = _mm_add_ps(s1, _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask));
-      s2 = _mm_add_ps(s2, _mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask));
-      s3 = _mm_add_ps(s3, _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask));
-    }
-    alignas(16) float l[4];
-    _mm_store_ps(l, _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
-    s = (l[0] + l[1]) + (l[2] + l[3]);
-#endif
-    for (; i < end; ++i) s += std::fabs(p[i]);
-    total += s;
-  }
-  return total;
-}
 
 namespace {
 
@@ -55,49 +21,6 @@ float as_compare_threshold(double eta) {
 }
 
 }  // namespace
-
-Exceedance exceedances(std::span<const float> x, float thr) {
-  // Float lanes per chunk (exact for the counts: a lane sees at most kChunk / 4 elements), chunk
-  // sums in double. SSE2 compare-and-mask keeps the pass branch-free.
-  constexpr std::size_t kChunk = 4096;
-  const float* p = x.data();
-  const std::size_t n = x.size();
-  Exceedance out;
-  for (std::size_t base = 0; base < n; base += kChunk) {
-    const std::size_t end = std::min(n, base + kChunk);
-    std::size_t i = base;
-    float sum = 0, cnt = 0;
-#if defined(__SSE2__)
-    const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-    const __m128 t = _mm_set1_ps(thr), one = _mm_set1_ps(1.0f);
-    __m128 s0 = _mm_setzero_ps(), s1 = s0, c0 = s0, c1 = s0;
-    for (; i + 8 <= end; i += 8) {
-      const __m128 a0 = _mm_and_ps(_mm_loadu_ps(p + i), abs_mask);
-      const __m128 a1 = _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask);
-      const __m128 m0 = _mm_cmpge_ps(a0, t), m1 = _mm_cmpge_ps(a1, t);
-      s0 = _mm_add_ps(s0, _mm_and_ps(m0, _mm_sub_ps(a0, t)));
-      s1 = _mm_add_ps(s1, _mm_and_ps(m1, _mm_sub_ps(a1, t)));
-      c0 = _mm_add_ps(c0, _mm_and_ps(m0, one));
-      c1 = _mm_add_ps(c1, _mm_and_ps(m1, one));
-    }
-    alignas(16) float l[4];
-    _mm_store_ps(l, _mm_add_ps(s0, s1));
-    sum = (l[0] + l[1]) + (l[2] + l[3]);
-    _mm_store_ps(l, _mm_add_ps(c0, c1));
-    cnt = (l[0] + l[1]) + (l[2] + l[3]);
-#endif
-    for (; i < end; ++i) {
-      const float a = std::fabs(p[i]);
-      if (a >= thr) {
-        sum += a - thr;
-        cnt += 1.0f;
-      }
-    }
-    out.sum += sum;
-    out.count += static_cast<std::size_t>(cnt);
-  }
-  return out;
-}
 
 SidcoEstimate sidco_select(std::span<const float> acc, double density, int stages,
                            std::vector<Index>& indices) {

@@ -23,6 +23,7 @@
 // Statistics: threshold is the mean over workers of their eta_M, all-gathered with the counts.
 #pragma once
 
+#include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/config.hpp"
 #include "exdyna/sparsifiers/sparse_exchange.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
@@ -40,15 +41,10 @@ struct SidcoEstimate {
 SidcoEstimate sidco_select(std::span<const float> acc, double density, int stages,
                            std::vector<Index>& indices);
 
-// Sum of |x| in double; a vectorisable single read pass.
-double sum_abs(std::span<const float> x);
-
-// Over the elements with |x| >= thr: the sum of |x| - thr (in double) and their number. One pass.
-struct Exceedance {
-  double sum = 0;
-  std::size_t count = 0;
-};
-Exceedance exceedances(std::span<const float> x, float thr);
+// SIDCo's two passes over acc (core/reductions.hpp).
+using core::Exceedance;
+using core::exceedances;
+using core::sum_abs;
 
 class Sidco final : public Sparsifier {
  public:
