@@ -38,7 +38,7 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d = 0.05) {
 }
 
 // Element ranges of the partitions described by blocks_per_partition.
-std::vector<core::ElementRange> ranges_from(const core::StepStats& s, const core::BlockLayout& l) {
+std::vector<core::ElementRange> ranges_from(const StepStats& s, const core::BlockLayout& l) {
   std::vector<core::ElementRange> out;
   std::int64_t pos = 0;
   for (std::size_t j = 0; j < s.blocks_per_partition.size(); ++j) {
@@ -152,7 +152,7 @@ TEST(ExDyna, PartitionsFollowAlg3OnEveryRank) {
     for (std::int64_t t = 0; t < 40; ++t) {
       // A hot region in the first tenth of the vector makes the partitions move.
       for (std::int64_t i = 0; i < n_g; ++i) acc[i] = value(r, i, t) * (i < n_g / 10 ? 3.0f : 1.0f);
-      core::StepStats s;
+      StepStats s;
       ex.step(acc, c, out, s);
       ASSERT_EQ(s.blocks_per_partition,
                 std::vector<std::int64_t>(model.blocks().begin(), model.blocks().end()));
@@ -175,7 +175,7 @@ TEST(ExDyna, OneWorkerSelectsFromTheWholeVector) {
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     for (std::int64_t i = 0; i < n_g; ++i) acc[i] = value(0, i, 0);
     SparseResult out;
-    core::StepStats s;
+    StepStats s;
     ex.step(acc, c, out, s);
     std::vector<Index> expect;
     for (std::int64_t i = 0; i < n_g; ++i)
@@ -209,7 +209,7 @@ TEST(ExDyna, EmptyPartitionsSendOneIndexAndDoNotHang) {
             for (int j = 0; j < n; ++j) v.push_back(ex.partitions().range(j));
             return v;
           }();
-          core::StepStats s;
+          StepStats s;
           ex.step(acc, c, out, s);
           ASSERT_EQ(static_cast<int>(out.indices.size()), n);
           for (int q = 0; q < n; ++q) {
@@ -236,7 +236,7 @@ TEST(ExDyna, StateRoundTripResumesBitIdentically) {
       SparseResult out;
       for (std::int64_t t = t0; t < t1; ++t) {
         for (std::int64_t i = 0; i < n_g; ++i) acc[i] = value(r, i, t) * (i < 9000 ? 2.0f : 1.0f);
-        core::StepStats s;
+        StepStats s;
         ex.step(acc, c, out, s);
         decisions.push_back(out.indices);
       }

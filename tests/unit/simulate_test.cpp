@@ -283,7 +283,7 @@ TEST(Simulate, SummaryNumbers) {
   WorkerResult r;
   const double ratios[] = {3.0, 1.05, 0.95, 1.0, 0.8, 1.0, 1.09};
   for (std::size_t t = 0; t < 7; ++t) {
-    core::StepStats s;
+    sparsifiers::StepStats s;
     s.iteration = static_cast<std::int64_t>(t);
     s.n_g = 1000;
     s.k_target = 10;

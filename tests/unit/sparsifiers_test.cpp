@@ -56,7 +56,7 @@ struct StepRecord {
   std::vector<float> update;    // grad on exit: the mean update
   std::vector<float> residual;  // after the step
   SparseResult result;
-  core::StepStats stats;
+  StepStats stats;
 };
 
 // The set of indices a result covers (all of them for a dense result).
@@ -198,10 +198,9 @@ INSTANTIATE_TEST_SUITE_P(AllSparsifiers, EveryStep, ::testing::ValuesIn(all_case
 
 // Runs `steps` steps with grad_of(rank, index, step) and returns rank 0's stats per step.
 template <typename GradFn>
-std::vector<core::StepStats> run_steps(const std::string& name, int n, std::int64_t n_g,
-                                       double density, int steps, GradFn grad_of,
-                                       SparsifierConfig base = {}) {
-  std::vector<core::StepStats> out(static_cast<std::size_t>(steps));
+std::vector<StepStats> run_steps(const std::string& name, int n, std::int64_t n_g, double density,
+                                 int steps, GradFn grad_of, SparsifierConfig base = {}) {
+  std::vector<StepStats> out(static_cast<std::size_t>(steps));
   comm::run_local(n, [&](comm::Communicator& c) {
     SparsifierConfig cfg = base;
     cfg.n_g = n_g;
@@ -274,7 +273,7 @@ TEST(CltK, SelectsTheLeadersTopKEachIteration) {
     for (int t = 0; t < 7; ++t) {
       for (std::int64_t i = 0; i < n_g; ++i)
         acc[static_cast<std::size_t>(i)] = fixture_grad(c.rank(), i, t);
-      core::StepStats st;
+      StepStats st;
       sp->step(acc, c, res, st);
       if (c.rank() == 0) got[static_cast<std::size_t>(t)] = res.indices;
     }
@@ -383,7 +382,7 @@ TEST(State, SaveThenLoadContinuesIdentically) {
       EXPECT_EQ(a->fingerprint(), b->fingerprint());
       std::vector<float> acc(static_cast<std::size_t>(n_g));
       SparseResult ra, rb;
-      core::StepStats st;
+      StepStats st;
       for (int t = 0; t < 4; ++t) {
         for (std::int64_t i = 0; i < n_g; ++i)
           acc[static_cast<std::size_t>(i)] = fixture_grad(c.rank(), i, t);
@@ -393,7 +392,7 @@ TEST(State, SaveThenLoadContinuesIdentically) {
       EXPECT_EQ(b->save_state(), a->save_state());
       for (std::int64_t i = 0; i < n_g; ++i)
         acc[static_cast<std::size_t>(i)] = fixture_grad(c.rank(), i, 9);
-      core::StepStats sa, sb;
+      StepStats sa, sb;
       a->step(acc, c, ra, sa);
       b->step(acc, c, rb, sb);
       EXPECT_EQ(ra.indices, rb.indices);

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "exdyna/comm/byte_counts.hpp"
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/step_stats.hpp"
 
 namespace exdyna::comm {
 
@@ -57,8 +57,8 @@ class Communicator {
 
   void barrier();
 
-  // Logical payload of collectives since construction or reset_bytes() (see core::ByteCounts).
-  const core::ByteCounts& bytes() const { return bytes_; }
+  // Logical payload of collectives since construction or reset_bytes() (see ByteCounts).
+  const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
 
   // Every blocking call throws TimeoutError after this long. Default 300 s.
@@ -80,7 +80,7 @@ class Communicator {
  private:
   void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
                         GatherMode mode, std::size_t mine);
-  core::ByteCounts bytes_;
+  ByteCounts bytes_;
   std::chrono::milliseconds timeout_{300'000};
 };
 

@@ -171,7 +171,7 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   for (std::int64_t t = 0; t < T; ++t) {
     src.fill(t, comm.rank(), grad);
     core::Stopwatch sw;
-    core::StepStats st;
+    sparsifiers::StepStats st;
     try {
       st = ef.step(grad, comm);
     } catch (const DataError& e) {
@@ -215,7 +215,7 @@ Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
       !steps.empty() && steps[0].target_density > 0 ? steps[0].target_density : cfg.sparse.density;
   s.k_target = !steps.empty() && steps[0].k_target > 0 ? steps[0].k_target : cfg.sparse.k();
   std::vector<double> ratio, ft, ge;
-  core::ByteCounts bytes;
+  comm::ByteCounts bytes;
   double padded = 0;
   for (const auto& st : steps) {
     ratio.push_back(st.density / s.target_density);
@@ -349,7 +349,7 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
   }
 }
 
-std::string decisions_csv(std::span<const core::StepStats> steps, int workers) {
+std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int workers) {
   std::string s = "iter,threshold,k_total,density,f_t";
   for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
   for (int i = 0; i < workers; ++i) s += ",alloc_w" + std::to_string(i);
@@ -382,7 +382,7 @@ std::string decisions_csv(std::span<const core::StepStats> steps, int workers) {
   return s;
 }
 
-std::string stats_csv(std::span<const core::StepStats> steps, int workers) {
+std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers) {
   std::string s =
       "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"
       "error,f_t,"

@@ -21,11 +21,11 @@
 
 #include "exdyna/comm/communicator.hpp"
 #include "exdyna/core/atomic_file.hpp"
-#include "exdyna/core/step_stats.hpp"
 #include "exdyna/sim/gradient_source.hpp"
 #include "exdyna/sim/synthetic_source.hpp"
 #include "exdyna/sparsifiers/config.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/sparsifiers/step_stats.hpp"
 
 namespace exdyna::sim {
 
@@ -72,7 +72,7 @@ std::unique_ptr<GradientSource> make_source(const SimulateConfig& cfg);
 SimulateConfig resolve(SimulateConfig cfg, const GradientSource& src);
 
 struct WorkerResult {
-  std::vector<core::StepStats> steps;  // this rank's, one per iteration
+  std::vector<sparsifiers::StepStats> steps;  // this rank's, one per iteration
   // Over every worker and iteration (all-reduced once at the end of the run), seconds.
   double mean_select_s = 0;
   double mean_non_comm_s = 0;
@@ -103,7 +103,7 @@ struct Summary {
   Range f_t;
   Range global_error;     // NaN when not measured
   double mean_bytes = 0;  // per worker and iteration, every collective of the sparsifier
-  core::ByteCounts mean_bytes_by_kind;  // the same, per collective (integer means)
+  comm::ByteCounts mean_bytes_by_kind;  // the same, per collective (integer means)
   double mean_padded_elements = 0;
   // First iteration within +-10% of the target (-1: none), and the first from which every later
   // one is (-1 when the last iteration is not).
@@ -136,9 +136,9 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
 
 // The decisions CSV: iter,threshold,k_total,density,f_t,k_w0..,alloc_w0..,blocks_p0.. (alloc -1
 // and blocks 0 for sparsifiers without partitions). Doubles as %.17g.
-std::string decisions_csv(std::span<const core::StepStats> steps, int workers);
+std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int workers);
 // Every StepStats field, one row per iteration (this rank's times).
-std::string stats_csv(std::span<const core::StepStats> steps, int workers);
+std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers);
 // The CSV writers use core's atomic writer (temporary beside path, fsync, rename).
 using core::write_file_atomic;
 

@@ -10,7 +10,7 @@ CltK::CltK(const SparsifierConfig& cfg, core::TopkMethod method) : cfg_(cfg), me
 }
 
 void CltK::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                core::StepStats& stats) {
+                StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "cltk: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
   core::Stopwatch sw;

@@ -22,7 +22,7 @@ class CltK final : public Sparsifier {
                 core::TopkMethod method = core::TopkMethod::kNthElement);
   std::string_view name() const override { return "cltk"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override;
   // State: the iteration counter, which picks the leader.
   std::vector<std::byte> save_state() const override;

@@ -5,7 +5,7 @@
 namespace exdyna::sparsifiers {
 
 void Dense::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                 core::StepStats& stats) {
+                 StepStats& stats) {
   core::Stopwatch sw;
   out.dense = true;
   out.indices.clear();

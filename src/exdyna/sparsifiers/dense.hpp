@@ -12,7 +12,7 @@ class Dense final : public Sparsifier {
   explicit Dense(const SparsifierConfig& cfg) : cfg_(cfg) {}
   std::string_view name() const override { return "dense"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override { return "dense;" + cfg_.fingerprint(); }
   std::vector<std::byte> save_state() const override { return {}; }
   void load_state(std::span<const std::byte>) override {}

@@ -16,10 +16,10 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_
   EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
 }
 
-core::StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
+StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   EXDYNA_CHECK_ARG(grad.size() == residual_.size(), "gradient has ", grad.size(),
                    " elements, expected n_g = ", residual_.size());
-  core::StepStats stats;
+  StepStats stats;
   stats.iteration = iteration_;
   stats.world_size = comm.size();
   stats.n_g = static_cast<std::int64_t>(residual_.size());

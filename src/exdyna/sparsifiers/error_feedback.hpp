@@ -29,7 +29,7 @@ class ErrorFeedback {
   // grad (size n_g) is this worker's raw gradient on entry and the averaged sparse update on
   // exit. Throws DataError naming the first non-finite element if grad holds NaN or Inf (checked
   // in the accumulate pass, before anything is exchanged).
-  core::StepStats step(std::span<float> grad, comm::Communicator& comm);
+  StepStats step(std::span<float> grad, comm::Communicator& comm);
 
   std::span<const float> residual() const { return residual_; }
   std::span<float> mutable_residual() { return residual_; }

@@ -81,7 +81,7 @@ std::string ExDyna::fingerprint() const {
 }
 
 void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                  core::StepStats& stats) {
+                  StepStats& stats) {
   const int n = cfg_.world_size;
   EXDYNA_CHECK_ARG(comm.size() == n && comm.rank() == cfg_.rank, "exdyna was configured for rank ",
                    cfg_.rank, " of ", n, " but the communicator is rank ", comm.rank(), " of ",

@@ -39,7 +39,7 @@ class ExDyna final : public Sparsifier {
 
   std::string_view name() const override { return "exdyna"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override;
   std::vector<std::byte> save_state() const override;
   void load_state(std::span<const std::byte> state) override;

@@ -16,7 +16,7 @@ HardThreshold::HardThreshold(const SparsifierConfig& cfg) : cfg_(cfg) {
 }
 
 void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                         core::StepStats& stats) {
+                         StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g,
                    "hard-threshold: gradient has ", acc.size(),
                    " elements, expected n_g = ", cfg_.n_g);

@@ -22,7 +22,7 @@ class HardThreshold final : public Sparsifier {
   explicit HardThreshold(const SparsifierConfig& cfg);
   std::string_view name() const override { return "hard-threshold"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override;
   // No mutable state: the threshold is fixed by the configuration.
   std::vector<std::byte> save_state() const override { return {}; }

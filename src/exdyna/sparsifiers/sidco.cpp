@@ -58,7 +58,7 @@ Sidco::Sidco(const SparsifierConfig& cfg) : cfg_(cfg) {
 }
 
 void Sidco::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                 core::StepStats& stats) {
+                 StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "sidco: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
   core::Stopwatch sw;

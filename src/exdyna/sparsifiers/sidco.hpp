@@ -51,7 +51,7 @@ class Sidco final : public Sparsifier {
   explicit Sidco(const SparsifierConfig& cfg);
   std::string_view name() const override { return "sidco"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override {
     return "sidco;model=exponential;" + cfg_.fingerprint();
   }

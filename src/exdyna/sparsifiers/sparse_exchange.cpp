@@ -42,7 +42,7 @@ void union_of_sorted_lists(std::span<const Index> lists, std::span<const std::in
 
 void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     std::span<const std::int64_t> riders, comm::Communicator& comm,
-                    comm::GatherMode mode, SparseResult& out, core::StepStats& stats,
+                    comm::GatherMode mode, SparseResult& out, StepStats& stats,
                     ExchangeBuffers& bufs) {
   core::Stopwatch sw;
   const auto n = static_cast<std::size_t>(comm.size());

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "exdyna/comm/communicator.hpp"
-#include "exdyna/core/step_stats.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/step_stats.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -35,7 +35,7 @@ struct ExchangeBuffers {
 // times.allreduce.
 void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     std::span<const std::int64_t> riders, comm::Communicator& comm,
-                    comm::GatherMode mode, SparseResult& out, core::StepStats& stats,
+                    comm::GatherMode mode, SparseResult& out, StepStats& stats,
                     ExchangeBuffers& bufs);
 
 // Rank r's riders from the last exchange_union.

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "exdyna/comm/communicator.hpp"
-#include "exdyna/core/step_stats.hpp"
+#include "exdyna/sparsifiers/step_stats.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -36,7 +36,7 @@ class Sparsifier {
   // (threshold, k_per_worker, partitions, bytes, select/allgather/allreduce times).
   // Collectives are called in the same order on every rank.
   virtual void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                    core::StepStats& stats) = 0;
+                    StepStats& stats) = 0;
 
   // A canonical description of the sparsifier and all its options, equal on ranks that agree.
   virtual std::string fingerprint() const = 0;

@@ -23,7 +23,7 @@ class TopK final : public Sparsifier {
                 core::TopkMethod method = core::TopkMethod::kNthElement);
   std::string_view name() const override { return "topk"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            core::StepStats& stats) override;
+            StepStats& stats) override;
   std::string fingerprint() const override;
   // State: the iteration counter.
   std::vector<std::byte> save_state() const override;

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "exdyna/core/step_stats.hpp"
+#include "exdyna/sparsifiers/step_stats.hpp"
 
 namespace exdyna::train {
 
@@ -24,7 +24,7 @@ struct IterRecord {
   double lr = 0;
   double t_compute = 0;    // forward + backward
   double t_optimizer = 0;  // SGD step
-  core::StepStats stats;
+  sparsifiers::StepStats stats;
 };
 
 struct EvalRecord {

@@ -5,37 +5,9 @@
 #include <limits>
 #include <vector>
 
-namespace exdyna::core {
+#include "exdyna/comm/byte_counts.hpp"
 
-// Logical payload of each collective as seen by one rank, in bytes: for an all-gather the size of
-// the gathered buffer (with padding in padded mode), for an all-reduce or broadcast the buffer
-// size. With this accounting, padded index bytes / exact index bytes = f(t) (paper Eq. 5).
-struct ByteCounts {
-  std::uint64_t allgather_counts = 0;   // all-gather of per-rank counts (and anything riding along)
-  std::uint64_t allgather_indices = 0;  // all-gather of index lists (padded or exact)
-  std::uint64_t allreduce = 0;          // all-reduce of values
-  std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
-  std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
-  std::uint64_t total() const {
-    return allgather_counts + allgather_indices + allreduce + broadcast;
-  }
-  ByteCounts& operator+=(const ByteCounts& o) {
-    allgather_counts += o.allgather_counts;
-    allgather_indices += o.allgather_indices;
-    allreduce += o.allreduce;
-    broadcast += o.broadcast;
-    padded_elements += o.padded_elements;
-    return *this;
-  }
-  friend ByteCounts operator-(ByteCounts a, const ByteCounts& b) {
-    a.allgather_counts -= b.allgather_counts;
-    a.allgather_indices -= b.allgather_indices;
-    a.allreduce -= b.allreduce;
-    a.broadcast -= b.broadcast;
-    a.padded_elements -= b.padded_elements;
-    return a;
-  }
-};
+namespace exdyna::sparsifiers {
 
 // Wall-clock seconds of each phase of one step.
 struct PhaseTimes {
@@ -68,7 +40,7 @@ struct StepStats {
   // Partition bookkeeping (ExDyna); empty for sparsifiers without partitions.
   std::vector<int> alloc_per_worker;               // partition worker i selected from
   std::vector<std::int64_t> blocks_per_partition;  // blocks in partition j this iteration
-  ByteCounts bytes;
+  comm::ByteCounts bytes;
   PhaseTimes times;
 
   // Fills k_total, density, density_error, f_t and padded_elements from k_per_worker.
@@ -91,4 +63,4 @@ inline void StepStats::finish_counts() {
   padded_elements = n * m - k_total;
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -1,0 +1,38 @@
+// The bytes each collective moved, as one rank counts them; the communicator keeps the totals.
+#pragma once
+
+#include <cstdint>
+
+namespace exdyna::comm {
+
+// Logical payload of each collective as seen by one rank, in bytes: for an all-gather the size of
+// the gathered buffer (with padding in padded mode), for an all-reduce or broadcast the buffer
+// size. With this accounting, padded index bytes / exact index bytes = f(t) (paper Eq. 5).
+struct ByteCounts {
+  std::uint64_t allgather_counts = 0;   // all-gather of per-rank counts (and anything riding along)
+  std::uint64_t allgather_indices = 0;  // all-gather of index lists (padded or exact)
+  std::uint64_t allreduce = 0;          // all-reduce of values
+  std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
+  std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
+  std::uint64_t total() const {
+    return allgather_counts + allgather_indices + allreduce + broadcast;
+  }
+  ByteCounts& operator+=(const ByteCounts& o) {
+    allgather_counts += o.allgather_counts;
+    allgather_indices += o.allgather_indices;
+    allreduce += o.allreduce;
+    broadcast += o.broadcast;
+    padded_elements += o.padded_elements;
+    return *this;
+  }
+  friend ByteCounts operator-(ByteCounts a, const ByteCounts& b) {
+    a.allgather_counts -= b.allgather_counts;
+    a.allgather_indices -= b.allgather_indices;
+    a.allreduce -= b.allreduce;
+    a.broadcast -= b.broadcast;
+    a.padded_elements -= b.padded_elements;
+    return a;
+  }
+};
+
+}  // namespace exdyna::comm
