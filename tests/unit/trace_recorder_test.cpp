@@ -12,6 +12,7 @@
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/sim/trace_source.hpp"
 #include "unit/expect_error.hpp"
 #include "unit/temp_dir_test_base.hpp"
 

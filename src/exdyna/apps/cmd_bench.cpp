@@ -8,6 +8,9 @@
 //   allgather-exact    the same lists, exact (no padding); for both: size = gathered payload,
 //                      algbw = payload / time, busbw = algbw * (n-1)/n, so padding shows up as a
 //                      lower bandwidth.
+//   broadcast          float buffer of `size` bytes from rank 0;  busbw = algbw
+// The operations are one table (kOps: name, bus factor, set-up, run, check) behind one harness
+// (time_op), as nccl-tests has one test per collective behind its common driver.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,7 +35,7 @@ struct BenchCommOptions {
   int warmup = 3;
   bool check = false;
   bool balanced = false;
-  std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact"};
+  std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast"};
 };
 
 std::uint64_t parse_size(const std::string& s, const char* opt) {
@@ -79,7 +82,121 @@ std::vector<std::int64_t> rank_counts(std::int64_t total, int n, bool balanced) 
 
 using Clock = std::chrono::steady_clock;
 
-void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
+// What an operation is run on: the ranks, the element count of this row, and its buffers (kept
+// across rows so a sweep allocates only when it grows).
+struct OpRun {
+  explicit OpRun(comm::Communicator& comm) : c(comm), n(comm.size()), r(comm.rank()) {}
+  comm::Communicator& c;
+  int n = 1, r = 0;
+  std::int64_t count = 0;  // 4-byte elements: the row's size / 4
+  bool balanced = false;
+  std::vector<float> f;
+  std::vector<std::uint32_t> mine, out;
+  std::vector<std::int64_t> counts;  // all-gathers: every rank's list length
+};
+
+// Rank r's value at position i in the float operations: small integers, exact in float sums.
+float pattern(int r, std::size_t i) {
+  return static_cast<float>((r + 1) * (static_cast<int>(i % 251) + 1));
+}
+// Rank q's j-th index in the all-gathers: the rank in the top byte, the position below.
+std::uint32_t index_of(int q, std::int64_t j) {
+  return (static_cast<std::uint32_t>(q) << 24) | (static_cast<std::uint32_t>(j) & 0xffffff);
+}
+
+// One row of the table of operations, as nccl-tests has one test per collective: busbw = algbw *
+// bus_factor(n); setup fills the inputs for op.count; run is the call that is timed (repeated on
+// its own output); check counts the wrong elements after one run from freshly set-up inputs,
+// against a closed form.
+struct BenchOp {
+  const char* name;
+  double (*bus_factor)(int n);
+  void (*setup)(OpRun& op);
+  void (*run)(OpRun& op);
+  std::int64_t (*check)(const OpRun& op);
+};
+
+void setup_allreduce(OpRun& op) {
+  op.f.resize(static_cast<std::size_t>(op.count));
+  for (std::size_t i = 0; i < op.f.size(); ++i) op.f[i] = pattern(op.r, i);
+}
+std::int64_t check_allreduce(const OpRun& op) {
+  std::int64_t wrong = 0;
+  const float tri = static_cast<float>(op.n * (op.n + 1) / 2);
+  for (std::size_t i = 0; i < op.f.size(); ++i)
+    if (op.f[i] != tri * static_cast<float>(static_cast<int>(i % 251) + 1)) ++wrong;
+  return wrong;
+}
+
+void setup_allgather(OpRun& op) {
+  op.counts = rank_counts(op.count, op.n, op.balanced);
+  op.mine.resize(static_cast<std::size_t>(op.counts[static_cast<std::size_t>(op.r)]));
+  for (std::size_t j = 0; j < op.mine.size(); ++j)
+    op.mine[j] = index_of(op.r, static_cast<std::int64_t>(j));
+  std::fill(op.out.begin(), op.out.end(), 0xffffffffu);  // so a check sees what was not written
+}
+template <comm::GatherMode mode>
+void run_allgather(OpRun& op) {
+  op.c.allgather_list(std::span<const std::uint32_t>(op.mine), op.counts, mode, op.out);
+}
+std::int64_t check_allgather(const OpRun& op) {
+  std::int64_t wrong = 0;
+  std::size_t pos = 0;
+  for (int q = 0; q < op.n; ++q)
+    for (std::int64_t j = 0; j < op.counts[static_cast<std::size_t>(q)]; ++j, ++pos)
+      if (pos >= op.out.size() || op.out[pos] != index_of(q, j)) ++wrong;
+  if (op.out.size() != static_cast<std::size_t>(op.count))
+    wrong += std::abs(static_cast<std::int64_t>(op.out.size()) - op.count);
+  return wrong;
+}
+
+// Root 0 sends rank 0's pattern; the other ranks start from -1, which the pattern never holds.
+void setup_broadcast(OpRun& op) {
+  op.f.resize(static_cast<std::size_t>(op.count));
+  for (std::size_t i = 0; i < op.f.size(); ++i) op.f[i] = op.r == 0 ? pattern(0, i) : -1.0f;
+}
+std::int64_t check_broadcast(const OpRun& op) {
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < op.f.size(); ++i)
+    if (op.f[i] != pattern(0, i)) ++wrong;
+  return wrong;
+}
+
+double ring_allreduce_factor(int n) {
+  return n > 1 ? 2.0 * (n - 1) / n : 1;
+}
+double allgather_factor(int n) {
+  return n > 1 ? (n - 1.0) / n : 1;
+}
+double one(int) {
+  return 1;
+}
+
+const BenchOp kOps[] = {
+    {"allreduce", ring_allreduce_factor, setup_allreduce,
+     [](OpRun& op) { op.c.allreduce_sum(std::span<float>(op.f)); }, check_allreduce},
+    {"allgather-padded", allgather_factor, setup_allgather,
+     run_allgather<comm::GatherMode::kPadded>, check_allgather},
+    {"allgather-exact", allgather_factor, setup_allgather, run_allgather<comm::GatherMode::kExact>,
+     check_allgather},
+    {"broadcast", one, setup_broadcast,
+     [](OpRun& op) { op.c.broadcast_values(std::span<float>(op.f), 0); }, check_broadcast},
+};
+
+std::string op_names() {
+  std::string s;
+  for (const auto& op : kOps) s += (s.empty() ? "" : ", ") + std::string(op.name);
+  return s;
+}
+
+const BenchOp& find_op(const std::string& name) {
+  for (const auto& op : kOps)
+    if (name == op.name) return op;
+  throw InvalidArgument(
+      detail::concat("--op '", name, "' is not valid; expected one of ", op_names()));
+}
+
+void check_same_options(const BenchCommOptions& o, comm::Communicator& c) {
   auto fp = base_fingerprint(c);
   fp.add("bench", "comm").add("min_bytes", o.min_bytes).add("max_bytes", o.max_bytes);
   fp.add("factor", std::to_string(o.factor)).add("iters", std::to_string(o.iters));
@@ -89,102 +206,79 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   for (const auto& op : o.ops) ops += op + ",";
   fp.add("ops", ops);
   comm::check_same_configuration(c, fp);
+}
 
+void print_header(const BenchCommOptions& o, const comm::Communicator& c) {
   const int n = c.size();
-  const int r = c.rank();
+  const auto fc = rank_counts(1 << 20, n, o.balanced);
+  const double f = static_cast<double>(n) *
+                   static_cast<double>(*std::max_element(fc.begin(), fc.end())) / (1 << 20);
+  std::printf(
+      "# exdyna bench comm: engine %s, %d ranks, warm-up %d, iterations %d, %s lists (padded f = "
+      "%.2f)\n",
+      std::string(c.engine()).c_str(), n, o.warmup, o.iters, o.balanced ? "balanced" : "uneven", f);
+  std::printf(
+      "# time: mean over ranks of the mean per call; algbw = size / time; busbw: see --help\n");
+  std::printf("#%13s %12s %-17s %11s %12s %12s %7s\n", "size(B)", "count", "op", "time(us)",
+              "algbw(GB/s)", "busbw(GB/s)", "wrong");
+  std::fflush(stdout);
+}
+
+struct Row {
+  double per_call = 0;     // seconds, mean over ranks
+  std::int64_t wrong = 0;  // summed over ranks (0 without --check)
+};
+
+// Times one operation at one size on every rank (the harness: set-up, optional check, warm-up,
+// barrier, timed calls, then the mean over ranks).
+Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o) {
+  std::int64_t wrong = 0;
+  b.setup(op);
+  if (o.check) {
+    b.run(op);
+    wrong = b.check(op);
+    b.setup(op);
+  }
+  for (int i = 0; i < o.warmup; ++i) b.run(op);
+  op.c.barrier();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.iters; ++i) b.run(op);
+  const double per_call =
+      std::chrono::duration<double>(Clock::now() - t0).count() / std::max(o.iters, 1);
+  // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
+  double agg[2] = {per_call, static_cast<double>(wrong)};
+  op.c.allreduce_sum(std::span<double>(agg, 2));
+  return {agg[0] / op.n, static_cast<std::int64_t>(agg[1])};
+}
+
+void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
+  check_same_options(o, c);
   const std::uint64_t lo = parse_size(o.min_bytes, "--min-bytes");
   const std::uint64_t hi = parse_size(o.max_bytes, "--max-bytes");
   EXDYNA_CHECK_ARG(lo <= hi, "--min-bytes ", lo, " is larger than --max-bytes ", hi);
-  const bool print = r == 0;
-  if (print) {
-    const auto fc = rank_counts(1 << 20, n, o.balanced);
-    const double f = static_cast<double>(n) *
-                     static_cast<double>(*std::max_element(fc.begin(), fc.end())) / (1 << 20);
-    std::printf(
-        "# exdyna bench comm: engine %s, %d ranks, warm-up %d, iterations %d, %s lists (padded f = "
-        "%.2f)\n",
-        std::string(c.engine()).c_str(), n, o.warmup, o.iters, o.balanced ? "balanced" : "uneven",
-        f);
-    std::printf(
-        "# time: mean over ranks of the mean per call; algbw = size / time; busbw: see --help\n");
-    std::printf("#%13s %12s %-17s %11s %12s %12s %7s\n", "size(B)", "count", "op", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "wrong");
-    std::fflush(stdout);
-  }
+  std::vector<const BenchOp*> ops;
+  for (const auto& name : o.ops) ops.push_back(&find_op(name));
+  const bool print = c.rank() == 0;
+  if (print) print_header(o, c);
+  OpRun op(c);
+  op.balanced = o.balanced;
   double busbw_sum = 0;
   int rows = 0;
   std::int64_t wrong_total = 0;
-  std::vector<float> fbuf;
-  std::vector<std::uint32_t> mine, out;
   for (std::uint64_t size = lo; size <= hi; size *= static_cast<std::uint64_t>(o.factor)) {
-    const auto count = static_cast<std::int64_t>(std::max<std::uint64_t>(size / 4, 1));
-    for (const auto& op : o.ops) {
-      std::int64_t wrong = 0;
-      std::function<void()> call;
-      double bus_factor = 1;
-      if (op == "allreduce") {
-        bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1;
-        fbuf.resize(static_cast<std::size_t>(count));
-        auto fill = [&] {
-          for (std::size_t i = 0; i < fbuf.size(); ++i)
-            fbuf[i] = static_cast<float>((r + 1) * (static_cast<int>(i % 251) + 1));
-        };
-        fill();
-        call = [&] { c.allreduce_sum(std::span<float>(fbuf)); };
-        if (o.check) {
-          call();
-          const float tri = static_cast<float>(n * (n + 1) / 2);
-          for (std::size_t i = 0; i < fbuf.size(); ++i)
-            if (fbuf[i] != tri * static_cast<float>(static_cast<int>(i % 251) + 1)) ++wrong;
-          fill();
-        }
-      } else {
-        const bool padded = op == "allgather-padded";
-        EXDYNA_CHECK_ARG(padded || op == "allgather-exact", "--op '", op,
-                         "' is not valid; expected allreduce, allgather-padded or allgather-exact");
-        bus_factor = n > 1 ? (n - 1.0) / n : 1;
-        const auto counts = rank_counts(count, n, o.balanced);
-        mine.resize(static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
-        for (std::size_t j = 0; j < mine.size(); ++j)
-          mine[j] = (static_cast<std::uint32_t>(r) << 24) | (j & 0xffffff);
-        const auto mode = padded ? comm::GatherMode::kPadded : comm::GatherMode::kExact;
-        call = [&, counts, mode] {
-          c.allgather_list(std::span<const std::uint32_t>(mine), counts, mode, out);
-        };
-        if (o.check) {
-          std::fill(out.begin(), out.end(), 0xffffffffu);
-          call();
-          std::size_t pos = 0;
-          for (int q = 0; q < n; ++q)
-            for (std::int64_t j = 0; j < counts[static_cast<std::size_t>(q)]; ++j, ++pos)
-              if (pos >= out.size() || out[pos] != ((static_cast<std::uint32_t>(q) << 24) |
-                                                    (static_cast<std::uint32_t>(j) & 0xffffff)))
-                ++wrong;
-          if (out.size() != static_cast<std::size_t>(count))
-            wrong += std::abs(static_cast<std::int64_t>(out.size()) - count);
-        }
-      }
-      for (int i = 0; i < o.warmup; ++i) call();
-      c.barrier();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < o.iters; ++i) call();
-      double per_call =
-          std::chrono::duration<double>(Clock::now() - t0).count() / std::max(o.iters, 1);
-      // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
-      double agg[2] = {per_call, static_cast<double>(wrong)};
-      c.allreduce_sum(std::span<double>(agg, 2));
-      per_call = agg[0] / n;
-      wrong = static_cast<std::int64_t>(agg[1]);
-      wrong_total += wrong;
-      const double bytes = static_cast<double>(count) * 4;
-      const double algbw = bytes / per_call / 1e9;
-      busbw_sum += algbw * bus_factor;
+    op.count = static_cast<std::int64_t>(std::max<std::uint64_t>(size / 4, 1));
+    for (const BenchOp* b : ops) {
+      const Row row = time_op(*b, op, o);
+      wrong_total += row.wrong;
+      const double algbw = static_cast<double>(op.count) * 4 / row.per_call / 1e9;
+      const double busbw = algbw * b->bus_factor(op.n);
+      busbw_sum += busbw;
       ++rows;
       if (print) {
         std::printf(" %13lld %12lld %-17s %11.1f %12.3f %12.3f %7s\n",
-                    static_cast<long long>(count * 4), static_cast<long long>(count), op.c_str(),
-                    per_call * 1e6, algbw, algbw * bus_factor,
-                    o.check ? std::to_string(wrong).c_str() : "N/A");
+                    static_cast<long long>(op.count * 4), static_cast<long long>(op.count), b->name,
+                    row.per_call * 1e6, algbw, busbw,
+                    o.check ? std::to_string(row.wrong).c_str() : "N/A");
         std::fflush(stdout);
       }
     }
@@ -224,7 +318,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_flag("--check,-c", o->check,
                 "verify every result (exact closed forms); non-zero exit on a wrong element");
   sub->add_flag("--balanced", o->balanced, "equal list lengths on every rank (no padding)");
-  sub->add_option("--op", o->ops, "operations: allreduce, allgather-padded, allgather-exact")
+  sub->add_option("--op", o->ops,
+                  "operations: allreduce, allgather-padded, allgather-exact, broadcast")
       ->capture_default_str();
   sub->callback([&action, o] {
     action = [o] {

@@ -10,6 +10,7 @@
 #include "exdyna/comm/engines/factory.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sim/trace_recorder.hpp"
+#include "exdyna/train/train_fingerprint.hpp"
 #include "exdyna/train/trainer.hpp"
 
 namespace exdyna::apps {
@@ -160,9 +161,8 @@ void add_train_command(CLI::App& app, Action& action) {
           if (!data) data = std::make_shared<train::DataBundle>(train::load_data(o));
         }
         auto fp = base_fingerprint(c);
-        fp.add("model", o.model).add("dataset", o.dataset).add("sparsifier", o.sparsifier);
-        fp.add("config", o.sparse.fingerprint());
-        fp.add("batch_size", std::to_string(o.batch_size)).add("seed", std::to_string(o.seed));
+        const auto train_fp = train::train_fingerprint(o);
+        for (const auto& [name, value] : train_fp.fields()) fp.add(name, value);
         fp.add("epochs", std::to_string(o.epochs)).add("lr", std::to_string(o.sgd.lr));
         fp.add("record_trace", st->record_trace)
             .add("record_steps", std::to_string(st->record_steps));

@@ -8,11 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <vector>
 
-#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/sim/trace_format.hpp"
 
 namespace exdyna::sim {
 
@@ -97,8 +96,8 @@ void TraceRecorder::record(std::span<const float> grad) {
   if (!wants_more()) return;
   const auto n = static_cast<std::int64_t>(grad.size());
   if (n_g_ == 0) {
-    EXDYNA_CHECK_ARG(n > 0 && static_cast<std::uint64_t>(n) < (std::uint64_t{1} << 32),
-                     "trace recorder: gradient of ", n, " elements; expected 1..2^32-1");
+    EXDYNA_CHECK_ARG(n > 0 && n <= kTraceMaxNg, "trace recorder: gradient of ", n,
+                     " elements; expected 1..2^32-1");
     n_g_ = n;
   }
   EXDYNA_CHECK_ARG(n == n_g_, "trace recorder: gradient of ", n, " elements; expected n_g = ", n_g_,
@@ -158,12 +157,10 @@ TraceMeta TraceRecorder::finish() {
   if (comm_.rank() == 0) {
     try {
       // Every slice has been written, so the size is already right; truncate states it exactly.
-      if (::truncate(data.c_str(), static_cast<off_t>(m.iterations * W * m.n_g * 4)) != 0)
+      if (::truncate(data.c_str(), static_cast<off_t>(m.data_bytes())) != 0)
         throw DataError(detail::concat("trace data file '", data.string(),
                                        "': setting its size failed: ", std::strerror(errno)));
-      const nlohmann::json j = {
-          {"n_g", m.n_g}, {"workers", m.workers}, {"iterations", m.iterations}};
-      core::write_file_atomic(dir_ / kTraceMetaFile, j.dump() + "\n");
+      write_trace_meta(dir_, m);
     } catch (const std::exception& e) {
       std::snprintf(verdict.data(), verdict.size(), "%s", e.what());
     }

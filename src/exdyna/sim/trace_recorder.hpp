@@ -1,4 +1,4 @@
-// Records a trace (the format of trace_source.hpp) from a running data-parallel job: every rank
+// Records a trace (the format of trace_format.hpp) from a running data-parallel job: every rank
 // writes its own gradients straight into one shared grads.f32, so the ranks exchange no gradient
 // data, and each recorded step costs one pwrite per rank.
 //
@@ -21,7 +21,7 @@
 #include <span>
 
 #include "exdyna/comm/communicator.hpp"
-#include "exdyna/sim/trace_source.hpp"
+#include "exdyna/sim/trace_format.hpp"
 
 namespace exdyna::sim {
 

@@ -8,12 +8,8 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <limits>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
-#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::sim {
@@ -25,68 +21,7 @@ namespace {
 constexpr const char* kMeta = kTraceMetaFile;
 constexpr const char* kData = kTraceDataFile;
 
-// A positive integer field of meta.json, at most `max`.
-std::int64_t positive_field(const nlohmann::json& j, const char* key, const fs::path& path,
-                            std::int64_t max) {
-  if (!j.contains(key))
-    throw DataError(detail::concat(path.string(), ": field \"", key,
-                                   "\" is missing; expected a positive integer"));
-  const auto& v = j.at(key);
-  if (!v.is_number_integer())
-    throw DataError(detail::concat(path.string(), ": field \"", key, "\" is ", v.dump(),
-                                   "; expected a positive integer"));
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u == 0 || u > static_cast<std::uint64_t>(max))
-      throw DataError(
-          detail::concat(path.string(), ": field \"", key, "\" is ", u, "; expected 1..", max));
-    return static_cast<std::int64_t>(u);
-  }
-  const auto s = v.get<std::int64_t>();
-  if (s <= 0 || s > max)
-    throw DataError(
-        detail::concat(path.string(), ": field \"", key, "\" is ", s, "; expected 1..", max));
-  return s;
-}
-
 }  // namespace
-
-TraceMeta read_trace_meta(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw InvalidArgument(detail::concat("trace directory '", dir.string(),
-                                         "' does not exist or is not a directory"));
-  const fs::path path = dir / kMeta;
-  std::ifstream in(path);
-  if (!in)
-    throw InvalidArgument(detail::concat(
-        "trace meta file '", path.string(), "' cannot be opened: ", std::strerror(errno),
-        "; expected {\"n_g\": N, \"workers\": W, \"iterations\": T}"));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(detail::concat(path.string(), " is not valid JSON (", e.what(),
-                                   "); expected {\"n_g\": N, \"workers\": W, \"iterations\": T}"));
-  }
-  if (!j.is_object())
-    throw DataError(
-        detail::concat(path.string(), " holds ", j.type_name(),
-                       "; expected an object {\"n_g\": N, \"workers\": W, \"iterations\": T}"));
-  TraceMeta m;
-  m.n_g = positive_field(j, "n_g", path, (std::int64_t{1} << 32) - 1);
-  m.workers = static_cast<int>(positive_field(j, "workers", path, 1 << 16));
-  m.iterations = positive_field(j, "iterations", path, std::numeric_limits<std::int64_t>::max());
-  // The byte size must fit in 63 bits.
-  const auto limit = static_cast<unsigned __int128>(std::numeric_limits<std::int64_t>::max());
-  if (static_cast<unsigned __int128>(m.iterations) * static_cast<unsigned>(m.workers) *
-          static_cast<std::uint64_t>(m.n_g) * 4u >
-      limit)
-    throw DataError(detail::concat(path.string(), ": iterations ", m.iterations, " x workers ",
-                                   m.workers, " x n_g ", m.n_g,
-                                   " x 4 bytes overflows; expected a trace under 2^63 bytes"));
-  return m;
-}
 
 TraceSource::TraceSource(const fs::path& dir)
     : dir_(dir), data_path_(dir / kData), meta_(read_trace_meta(dir)) {
@@ -100,7 +35,7 @@ TraceSource::TraceSource(const fs::path& dir)
     throw InvalidArgument(
         detail::concat("trace data file '", data_path_.string(), "' is not a regular file"));
   }
-  const std::int64_t expected = meta_.iterations * meta_.workers * meta_.n_g * 4;
+  const std::int64_t expected = meta_.data_bytes();
   const auto actual = static_cast<std::int64_t>(st.st_size);
   if (actual != expected) {
     ::close(fd_);
@@ -126,7 +61,7 @@ void TraceSource::fill(std::int64_t t, int worker, std::span<float> grad) {
                    worker, " is not recorded; expected 0..", meta_.workers - 1);
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(grad.size()) == meta_.n_g, "trace '", dir_.string(),
                    "': buffer has ", grad.size(), " elements, expected n_g = ", meta_.n_g);
-  const std::int64_t offset = (t * meta_.workers + worker) * meta_.n_g * 4;
+  const std::int64_t offset = meta_.offset(t, worker);
   auto* dst = reinterpret_cast<char*>(grad.data());
   std::size_t done = 0;
   const std::size_t want = grad.size_bytes();
@@ -149,9 +84,9 @@ void TraceSource::fill(std::int64_t t, int worker, std::span<float> grad) {
 
 TraceWriter::TraceWriter(const fs::path& dir, std::int64_t n_g, int workers)
     : dir_(dir), n_g_(n_g), workers_(workers) {
-  EXDYNA_CHECK_ARG(n_g > 0 && static_cast<std::uint64_t>(n_g) < (std::uint64_t{1} << 32),
-                   "trace n_g ", n_g, " is not valid; expected 1..2^32-1");
-  EXDYNA_CHECK_ARG(workers >= 1 && workers <= (1 << 16), "trace workers ", workers,
+  EXDYNA_CHECK_ARG(n_g > 0 && n_g <= kTraceMaxNg, "trace n_g ", n_g,
+                   " is not valid; expected 1..2^32-1");
+  EXDYNA_CHECK_ARG(workers >= 1 && workers <= kTraceMaxWorkers, "trace workers ", workers,
                    " is not valid; expected 1..65536");
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -196,14 +131,7 @@ void TraceWriter::finish() {
   if (!out_)
     throw DataError(
         detail::concat("trace data file '", (dir_ / kData).string(), "': write failed"));
-  nlohmann::json j = {{"n_g", n_g_}, {"workers", workers_}, {"iterations", appended_ / workers_}};
-  // Atomic, so a reader never sees a half-written meta.json; a failure stays a DataError.
-  try {
-    core::write_file_atomic(dir_ / kMeta, j.dump() + "\n");
-  } catch (const Error& e) {
-    throw DataError(detail::concat("trace meta file '", (dir_ / kMeta).string(),
-                                   "': write failed: ", e.what()));
-  }
+  write_trace_meta(dir_, {n_g_, workers_, appended_ / workers_});
 }
 
 void write_trace(const fs::path& dir, GradientSource& src, int workers, std::int64_t iterations) {

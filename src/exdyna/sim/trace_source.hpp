@@ -1,9 +1,5 @@
-// Recorded gradients as a GradientSource, and a writer for them.
-//
-// A trace is a directory holding
-//   meta.json  {"n_g": N, "workers": W, "iterations": T}   (positive integers; other keys ignored)
-//   grads.f32  raw little-endian float32, laid out [iteration][worker][n_g], exactly T*W*N*4 bytes
-// Worker w's gradient of iteration t starts at byte ((t * W + w) * N) * 4. TraceSource reads each
+// Recorded gradients as a GradientSource, and a writer for them. The format (a directory with
+// meta.json and grads.f32) is described in trace_format.hpp. TraceSource reads each
 // (t, w) with pread when asked, so traces larger than memory work and workers (threads or
 // processes) read concurrently. Problems are reported at open time where possible, as DataError
 // (malformed content) or InvalidArgument (missing paths), naming the file and the value.
@@ -17,21 +13,9 @@
 #include <string>
 
 #include "exdyna/sim/gradient_source.hpp"
+#include "exdyna/sim/trace_format.hpp"
 
 namespace exdyna::sim {
-
-// The two files of a trace directory.
-inline constexpr const char* kTraceMetaFile = "meta.json";
-inline constexpr const char* kTraceDataFile = "grads.f32";
-
-struct TraceMeta {
-  std::int64_t n_g = 0;
-  int workers = 0;
-  std::int64_t iterations = 0;
-};
-
-// Parses and checks dir/meta.json.
-TraceMeta read_trace_meta(const std::filesystem::path& dir);
 
 class TraceSource final : public GradientSource {
  public:

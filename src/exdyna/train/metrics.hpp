@@ -1,6 +1,6 @@
 // What a training run records and writes: per-iteration rows (loss, learning rate, every StepStats
-// field, phase times), per-epoch evaluations, the per-iteration CSV, a summary JSON, gnuplot PNG
-// plots, and a progress line. Torch-free. Every file is written atomically (temp + rename).
+// field, phase times), per-epoch evaluations, the per-iteration CSV and a progress line (plots.hpp
+// draws the plots from the CSVs). Torch-free. Every file is written atomically (temp + rename).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,9 @@ namespace exdyna::train {
 // Creates path's directory if missing, then core::write_file_atomic (temporary beside path,
 // fsync, rename), so readers never see a half-written file.
 void atomic_write(const std::string& path, std::string_view content);
+
+// A double as the CSVs print it: 9 significant digits, "nan" for NaN.
+std::string format_number(double v);
 
 struct IterRecord {
   std::int64_t step = 0;
@@ -53,12 +56,6 @@ class RunLog {
   std::vector<IterRecord> iters_;
   std::vector<EvalRecord> evals_;
 };
-
-// Draws the plots with gnuplot (pngcairo, else png) from the CSVs already written in dir; returns
-// the PNG paths written. When gnuplot is missing, returns none and sets *why.
-std::vector<std::string> write_plots(const std::string& dir, const RunLog& log,
-                                     double target_density, const std::string& title,
-                                     std::string* why);
 
 // A one-line progress display on stderr: a bar with ETA, loss, density and throughput when stderr
 // is a terminal; when it is not, a plain line every `plain_every` fraction of the run.

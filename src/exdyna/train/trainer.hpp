@@ -1,5 +1,6 @@
 // The distributed trainer: one call per worker (a thread of the in-process group or a process
-// of a real engine). Torch-free interface; the implementation (trainer.cpp) uses libtorch.
+// of a real engine). Torch-free interface; the implementation (trainer.cpp, the loop, and the parts
+// it names) uses libtorch.
 //
 // One step on every worker (paper Alg. 1):
 //   1. forward/backward of this worker's batch; parameters' .grad are views into ONE flat

@@ -1,0 +1,18 @@
+// The per-iteration CSVs of `exdyna simulate`: the decisions (byte-identical across engines) and
+// every StepStats field.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "exdyna/sparsifiers/step_stats.hpp"
+
+namespace exdyna::sim {
+
+// The decisions CSV: iter,threshold,k_total,density,f_t,k_w0..,alloc_w0..,blocks_p0.. (alloc -1
+// and blocks 0 for sparsifiers without partitions). Doubles as %.17g.
+std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int workers);
+// Every StepStats field, one row per iteration (this rank's times).
+std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers);
+
+}  // namespace exdyna::sim
