@@ -147,7 +147,7 @@ void add_train_command(CLI::App& app, Action& action) {
       };
       // Refuse a used directory before any worker starts. Not in a launched worker: its rank 0
       // creates the directory meanwhile (the recorder checks again there, on rank 0 only).
-      const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+      const bool launched = comm::in_launched_environment();
       if (!st->record_trace.empty() && !launched)
         recording([&] { sim::prepare_trace_dir(st->record_trace); });
       train::set_torch_threads(st->threads);

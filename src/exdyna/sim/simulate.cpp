@@ -19,7 +19,7 @@
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sim/scaled_source.hpp"
 #include "exdyna/sim/trace_source.hpp"
-#include "exdyna/sparsifiers/error_feedback.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 
 namespace exdyna::sim {
 
@@ -88,8 +88,6 @@ void SimulateConfig::validate() const {
                    " is not valid; expected 1..4096");
   EXDYNA_CHECK_ARG(!iterations || *iterations >= 1, "iterations ", iterations.value_or(0),
                    " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(std::isfinite(sparse.density) && sparse.density > 0 && sparse.density <= 1,
-                   "density ", sparse.density, " is not valid; expected a value in (0, 1]");
   EXDYNA_CHECK_ARG(std::isfinite(timeout_s) && timeout_s > 0, "timeout ", timeout_s,
                    " s is not valid; expected a finite number of seconds > 0");
   if (!trace_dir.empty()) {
@@ -143,9 +141,8 @@ SimulateConfig resolve(SimulateConfig cfg, const GradientSource& src) {
     cfg.iterations = SimulateConfig::kDefaultIterations;
   }
   cfg.n_grad = src.n_g();
-  cfg.sparse.n_g = src.n_g();
-  cfg.sparse.world_size = *cfg.workers;
-  cfg.sparse.rank = 0;
+  // The run's sparsifier options, checked once before any worker starts.
+  cfg.sparse = sparsifiers::bind(cfg.sparse, src.n_g(), *cfg.workers, 0);
   cfg.sparse.validate();
   return cfg;
 }
@@ -161,18 +158,15 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   comm.set_timeout(std::chrono::milliseconds(static_cast<std::int64_t>(cfg.timeout_s * 1000.0)));
   core::Stopwatch wall;
 
-  sparsifiers::SparsifierConfig sc = cfg.sparse;
-  sc.n_g = src.n_g();
-  sc.world_size = comm.size();
-  sc.rank = comm.rank();
   sparsifiers::ErrorFeedbackOptions efo;
   efo.measure_global_error = cfg.measure_global_error;
-  sparsifiers::ErrorFeedback ef(registry.make(cfg.sparsifier, sc), sc.n_g, efo);
+  auto ef = sparsifiers::make_error_feedback(cfg.sparsifier, cfg.sparse, src.n_g(), comm.size(),
+                                             comm.rank(), registry, efo);
 
   WorkerResult res;
   const auto T = *cfg.iterations;
   res.steps.reserve(static_cast<std::size_t>(T));
-  std::vector<float> grad(static_cast<std::size_t>(sc.n_g));
+  std::vector<float> grad(static_cast<std::size_t>(src.n_g()));
   double sums[3] = {0, 0, 0};  // select, non-comm, step
   for (std::int64_t t = 0; t < T; ++t) {
     src.fill(t, comm.rank(), grad);
@@ -479,14 +473,7 @@ void report(std::ostream& os, const SimulateConfig& cfg, const GradientSource& s
 int simulate(const SimulateConfig& config, const sparsifiers::Registry& registry,
              std::ostream& os) {
   config.validate();
-  // Unknown names fail here, before the source is built; make() lists the known ones.
-  const auto names = registry.names();
-  if (std::find(names.begin(), names.end(), config.sparsifier) == names.end()) {
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(
-        detail::concat("unknown sparsifier '", config.sparsifier, "'; expected one of: ", known));
-  }
+  registry.require(config.sparsifier);  // before the source is built
   auto src = make_source(config);
   const SimulateConfig cfg = resolve(config, *src);
   const WorkerResult result = run_in_process(cfg, registry, *src);

@@ -10,8 +10,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/error_feedback.hpp"
-#include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/train/checkpoint.hpp"
 #include "exdyna/train/models.hpp"
 
@@ -342,12 +341,8 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
   FlatModel m(spec, opts.seed);
   const std::int64_t n = m.n;
 
-  auto cfg = opts.sparse;
-  cfg.n_g = n;
-  cfg.world_size = world;
-  cfg.rank = rank;
-  auto registry = sparsifiers::builtin_registry();
-  sparsifiers::ErrorFeedback ef(registry.make(opts.sparsifier, cfg), n);
+  auto ef = sparsifiers::make_error_feedback(opts.sparsifier, opts.sparse, n, world, rank,
+                                             sparsifiers::builtin_registry());
   Sgd sgd(n, opts.sgd);
   LrSchedule sched = opts.schedule;
   sched.base_lr = opts.sgd.lr;
