@@ -7,13 +7,6 @@ namespace exdyna::apps {
 
 namespace {
 
-std::string known_sparsifiers() {
-  std::string out;
-  for (const auto& n : sparsifiers::builtin_registry().names())
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // parse(text), its refusal prefixed with the option's name.
 template <typename F>
 auto parsed(const char* option, F&& parse) {
@@ -52,7 +45,8 @@ void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
 }  // namespace
 
 void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
-  sub->add_option("--sparsifier", s.sparsifier, "sparsifier: " + known_sparsifiers())
+  sub->add_option("--sparsifier", s.sparsifier,
+                  "sparsifier: " + sparsifiers::builtin_registry().names_text())
       ->capture_default_str();
   sub->add_option("--density", s.config.density, "target density d in (0, 1]")
       ->capture_default_str();

@@ -15,12 +15,16 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
-void Registry::require(const std::string& name) const {
-  if (entries_.count(name)) return;
+std::string Registry::names_text() const {
   std::ostringstream known;
   for (const auto& [n, e] : entries_) known << (known.tellp() > 0 ? ", " : "") << n;
+  return known.str();
+}
+
+void Registry::require(const std::string& name) const {
+  if (entries_.count(name)) return;
   throw InvalidArgument(
-      detail::concat("unknown sparsifier '", name, "'; expected one of: ", known.str()));
+      detail::concat("unknown sparsifier '", name, "'; expected one of: ", names_text()));
 }
 
 const std::string& Registry::description(const std::string& name) const {

@@ -23,6 +23,8 @@ class Registry {
   // Requires the name, then builds; the sparsifier's constructor validates cfg (once).
   std::unique_ptr<Sparsifier> make(const std::string& name, const SparsifierConfig& cfg) const;
   std::vector<std::string> names() const;
+  // The names as a list for messages and help: "cltk, dense, ...".
+  std::string names_text() const;
   const std::string& description(const std::string& name) const;
 
  private:
