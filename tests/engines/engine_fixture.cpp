@@ -34,7 +34,7 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/exdyna_options.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
-#include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 
 namespace {
 
@@ -206,14 +206,11 @@ void run_rank(const Args& a, comm::Communicator& c) {
     for (auto mode : {comm::GatherMode::kPadded, comm::GatherMode::kExact}) {
       sparsifiers::SparsifierConfig cfg;
       cfg.density = density;
-      cfg.n_g = a.n_g;
-      cfg.world_size = n;
-      cfg.rank = r;
       cfg.gather_mode = mode;
       cfg.exdyna.controller = v.controller;
       cfg.exdyna.balance = v.balance;
       cfg.exdyna.worker_cap = v.worker_cap;
-      sparsifiers::ErrorFeedback ef(reg.make(v.name, cfg), a.n_g);
+      auto ef = sparsifiers::make_error_feedback(v.name, cfg, a.n_g, n, r, reg);
       for (int t = 0; t < a.steps; ++t, ++global_step) {
         if (fault.rank == r && fault.step == global_step) {
           std::fprintf(stderr, "engine_fixture: rank %d injecting fault '%s' before step %lld\n", r,

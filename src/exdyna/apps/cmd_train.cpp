@@ -7,6 +7,7 @@
 
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/engine_cli.hpp"
+#include "exdyna/apps/sparsifier_cli.hpp"
 #include "exdyna/comm/engines/factory.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sim/trace_recorder.hpp"
@@ -23,7 +24,7 @@ void add_train_command(CLI::App& app, Action& action) {
   struct State {
     train::TrainOptions o;
     EngineCli eng;
-    std::string gather = "padded", controller, balance, worker_cap;
+    SparsifierCli sparsifier;
     std::vector<double> decay;
     int threads = 1;
     std::string record_trace;
@@ -44,27 +45,16 @@ void add_train_command(CLI::App& app, Action& action) {
   // mean density lands at 1.27 d), and the histogram controller, which predicts the threshold
   // from the previous iteration, swings between 0.5 and 1.5 d on real gradients
   // (docs/exdyna-controller.md). `--controller paper --balance paper` restores the paper's
-  // algorithm.
-  st->controller = "exact";
-  st->balance = "exact";
+  // algorithm. The worker cap is then auto, the Poisson floor (apply() in sparsifier_cli.cpp).
+  SparsifierDefaults sparsifier_defaults;
+  sparsifier_defaults.controller = "exact";
+  sparsifier_defaults.balance = "exact";
+  sparsifier_defaults.worker_cap = "";
   o.out_dir = "exdyna-train-out";
   st->eng.workers = 4;
-  sub->add_option("--sparsifier", o.sparsifier,
-                  "sparsifier name (exdyna, topk, cltk, hard-threshold, sidco, dense)")
-      ->capture_default_str();
-  sub->add_option("--density", o.sparse.density, "target density d in (0, 1]")
-      ->capture_default_str();
-  sub->add_option("--gather-mode", st->gather, "index all-gather: padded (paper) or exact")
-      ->capture_default_str();
-  sub->add_option(
-      "--controller", st->controller,
-      "ExDyna threshold controller: paper (Alg. 5), histogram or exact (default: exact)");
-  sub->add_option("--balance", st->balance,
-                  "ExDyna partition balance: paper (Alg. 3) or exact (default: exact)");
-  sub->add_option("--worker-cap", st->worker_cap,
-                  "ExDyna exact controller: no worker sends more than CAP * k / n values; auto: "
-                  "CAP = the Poisson floor 1 + sqrt(2 ln n / (k / n)); none or 0: no cap "
-                  "(default: auto with the exact controller, else none)");
+  st->sparsifier.sparsifier = o.sparsifier;
+  st->sparsifier.config = o.sparse;
+  add_sparsifier_options(sub, st->sparsifier, sparsifier_defaults);
   sub->add_option("--model", o.model, "model: tiny, cnn, resnet18, resnet152, inception-v4, lstm")
       ->capture_default_str();
   sub->add_option("--model-width", o.model_width,
@@ -83,7 +73,8 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->add_option("--embed", o.lm_embed, "language models: embedding size")->capture_default_str();
   sub->add_option("--hidden", o.lm_hidden, "language models: LSTM hidden size")
       ->capture_default_str();
-  sub->add_option("--layers", o.lm_layers, "language models: LSTM layers")->capture_default_str();
+  sub->add_option("--lstm-layers,--layers", o.lm_layers, "language models: LSTM layers")
+      ->capture_default_str();
   sub->add_option("--lr", o.sgd.lr, "learning rate")->capture_default_str();
   sub->add_option("--momentum", o.sgd.momentum, "SGD momentum")->capture_default_str();
   sub->add_flag("--nesterov", o.sgd.nesterov, "Nesterov momentum");
@@ -123,16 +114,7 @@ void add_train_command(CLI::App& app, Action& action) {
   sub->callback([st, &action] {
     action = [st] {
       auto& o = st->o;
-      o.sparse.gather_mode = comm::parse_gather_mode(st->gather);
-      if (!st->controller.empty())
-        o.sparse.exdyna.controller = core::parse_controller(st->controller);
-      if (!st->balance.empty()) o.sparse.exdyna.balance = core::parse_balance(st->balance);
-      // The cap at the Poisson floor holds f(t) there on real gradients at no measurable cost in
-      // density or global error (docs/exdyna-controller.md); it needs the exact controller.
-      if (!st->worker_cap.empty())
-        o.sparse.exdyna.worker_cap = core::parse_worker_cap(st->worker_cap);
-      else if (o.sparse.exdyna.controller == core::Controller::kExact)
-        o.sparse.exdyna.worker_cap = core::ExDynaOptions::kAutoCap;
+      apply(st->sparsifier, o.sparsifier, o.sparse);
       o.schedule.decay_epochs = st->decay;
       o.validate();
       EXDYNA_CHECK_ARG(st->threads > 0, "--threads ", st->threads, " is not valid; expected > 0");
@@ -148,7 +130,7 @@ void add_train_command(CLI::App& app, Action& action) {
       };
       // Refuse a used directory before any worker starts. Not in a launched worker: its rank 0
       // creates the directory meanwhile (the recorder checks again there, on rank 0 only).
-      const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+      const bool launched = comm::in_launched_environment();
       if (!st->record_trace.empty() && !launched)
         recording([&] { sim::prepare_trace_dir(st->record_trace); });
       train::set_torch_threads(st->threads);

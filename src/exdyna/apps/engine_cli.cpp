@@ -49,7 +49,7 @@ int run_on_engine(const EngineCli& e, const std::function<void(comm::Communicato
   o.workers = e.workers;
   // Under mpirun or torchrun the world size is the launcher's; only a --workers the user typed is
   // held against it.
-  const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+  const bool launched = comm::in_launched_environment();
   if (launched && e.workers_option && e.workers_option->count() == 0) o.workers = 1;
   o.timeout = e.timeout();
   o.all_ranks_output = e.all_ranks_output;

@@ -1,6 +1,5 @@
 #include "exdyna/apps/simulate_engines.hpp"
 
-#include <algorithm>
 #include <sstream>
 
 #include "exdyna/core/error.hpp"
@@ -21,11 +20,8 @@ std::string str(double v) {
 int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std::ostream& os) {
   config.validate();
   const auto registry = sparsifiers::builtin_registry();
-  const auto names = registry.names();
-  EXDYNA_CHECK_ARG(std::find(names.begin(), names.end(), config.sparsifier) != names.end(),
-                   "unknown sparsifier '", config.sparsifier,
-                   "'; run exdyna simulate --help for the known ones");
-  const bool launched = comm::in_mpi_environment() || comm::in_torchrun_environment();
+  registry.require(config.sparsifier);
+  const bool launched = comm::in_launched_environment();
   auto src = sim::make_source(config);
   if (!launched) {
     // Deciding how many processes to start: the resolved count (a trace fixes it).
@@ -43,11 +39,7 @@ int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std:
 
     auto fp = base_fingerprint(c);
     fp.add("sparsifier", cfg.sparsifier);
-    auto sc = cfg.sparse;
-    sc.n_g = src->n_g();
-    sc.world_size = c.size();
-    sc.rank = 0;
-    fp.add("config", sc.fingerprint());
+    fp.add("config", cfg.sparse.fingerprint());  // resolve() bound n_g and the world size
     fp.add("iterations", std::to_string(*cfg.iterations));
     fp.add("trace", cfg.trace_dir.string());
     if (cfg.trace_dir.empty()) {

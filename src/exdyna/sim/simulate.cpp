@@ -7,7 +7,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/error_feedback.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 
 namespace exdyna::sim {
 
@@ -22,18 +22,15 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   comm.set_timeout(std::chrono::milliseconds(static_cast<std::int64_t>(cfg.timeout_s * 1000.0)));
   core::Stopwatch wall;
 
-  sparsifiers::SparsifierConfig sc = cfg.sparse;
-  sc.n_g = src.n_g();
-  sc.world_size = comm.size();
-  sc.rank = comm.rank();
   sparsifiers::ErrorFeedbackOptions efo;
   efo.measure_global_error = cfg.measure_global_error;
-  sparsifiers::ErrorFeedback ef(registry.make(cfg.sparsifier, sc), sc.n_g, efo);
+  auto ef = sparsifiers::make_error_feedback(cfg.sparsifier, cfg.sparse, src.n_g(), comm.size(),
+                                             comm.rank(), registry, efo);
 
   WorkerResult res;
   const auto T = *cfg.iterations;
   res.steps.reserve(static_cast<std::size_t>(T));
-  std::vector<float> grad(static_cast<std::size_t>(sc.n_g));
+  std::vector<float> grad(static_cast<std::size_t>(src.n_g()));
   double sums[3] = {0, 0, 0};  // select, non-comm, step
   for (std::int64_t t = 0; t < T; ++t) {
     src.fill(t, comm.rank(), grad);
@@ -87,14 +84,7 @@ void report(std::ostream& os, const SimulateConfig& cfg, const GradientSource& s
 int simulate(const SimulateConfig& config, const sparsifiers::Registry& registry,
              std::ostream& os) {
   config.validate();
-  // Unknown names fail here, before the source is built; make() lists the known ones.
-  const auto names = registry.names();
-  if (std::find(names.begin(), names.end(), config.sparsifier) == names.end()) {
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    throw InvalidArgument(
-        detail::concat("unknown sparsifier '", config.sparsifier, "'; expected one of: ", known));
-  }
+  registry.require(config.sparsifier);  // before the source is built
   auto src = make_source(config);
   const SimulateConfig cfg = resolve(config, *src);
   const WorkerResult result = run_in_process(cfg, registry, *src);

@@ -6,6 +6,7 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/sim/scaled_source.hpp"
 #include "exdyna/sim/trace_source.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 
 namespace exdyna::sim {
 
@@ -45,8 +46,6 @@ void SimulateConfig::validate() const {
                    " is not valid; expected 1..4096");
   EXDYNA_CHECK_ARG(!iterations || *iterations >= 1, "iterations ", iterations.value_or(0),
                    " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(std::isfinite(sparse.density) && sparse.density > 0 && sparse.density <= 1,
-                   "density ", sparse.density, " is not valid; expected a value in (0, 1]");
   EXDYNA_CHECK_ARG(std::isfinite(timeout_s) && timeout_s > 0, "timeout ", timeout_s,
                    " s is not valid; expected a finite number of seconds > 0");
   if (!trace_dir.empty()) {
@@ -100,9 +99,8 @@ SimulateConfig resolve(SimulateConfig cfg, const GradientSource& src) {
     cfg.iterations = SimulateConfig::kDefaultIterations;
   }
   cfg.n_grad = src.n_g();
-  cfg.sparse.n_g = src.n_g();
-  cfg.sparse.world_size = *cfg.workers;
-  cfg.sparse.rank = 0;
+  // The run's sparsifier options, checked once before any worker starts.
+  cfg.sparse = sparsifiers::bind(cfg.sparse, src.n_g(), *cfg.workers, 0);
   cfg.sparse.validate();
   return cfg;
 }

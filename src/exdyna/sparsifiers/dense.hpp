@@ -9,7 +9,7 @@ namespace exdyna::sparsifiers {
 
 class Dense final : public Sparsifier {
  public:
-  explicit Dense(const SparsifierConfig& cfg) : cfg_(cfg) {}
+  explicit Dense(const SparsifierConfig& cfg) : cfg_(cfg) { cfg_.validate(); }
   std::string_view name() const override { return "dense"; }
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
             StepStats& stats) override;

@@ -15,23 +15,27 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
+std::string Registry::names_text() const {
+  std::ostringstream known;
+  for (const auto& [n, e] : entries_) known << (known.tellp() > 0 ? ", " : "") << n;
+  return known.str();
+}
+
+void Registry::require(const std::string& name) const {
+  if (entries_.count(name)) return;
+  throw InvalidArgument(
+      detail::concat("unknown sparsifier '", name, "'; expected one of: ", names_text()));
+}
+
 const std::string& Registry::description(const std::string& name) const {
-  auto it = entries_.find(name);
-  EXDYNA_CHECK_ARG(it != entries_.end(), "unknown sparsifier '", name, "'");
-  return it->second.description;
+  require(name);
+  return entries_.at(name).description;
 }
 
 std::unique_ptr<Sparsifier> Registry::make(const std::string& name,
                                            const SparsifierConfig& cfg) const {
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    std::ostringstream known;
-    for (const auto& [n, e] : entries_) known << (known.tellp() > 0 ? ", " : "") << n;
-    throw InvalidArgument(
-        detail::concat("unknown sparsifier '", name, "'; expected one of: ", known.str()));
-  }
-  cfg.validate();
-  return it->second.factory(cfg);
+  require(name);
+  return entries_.at(name).factory(cfg);
 }
 
 Registry builtin_registry() {

@@ -17,9 +17,14 @@ class Registry {
  public:
   using Factory = std::function<std::unique_ptr<Sparsifier>(const SparsifierConfig&)>;
   void add(const std::string& name, const std::string& description, Factory f);
-  // Validates cfg, then builds. Unknown names throw InvalidArgument listing the known ones.
+  // The one place an unknown name is refused: throws InvalidArgument naming it and listing the
+  // known ones.
+  void require(const std::string& name) const;
+  // Requires the name, then builds; the sparsifier's constructor validates cfg (once).
   std::unique_ptr<Sparsifier> make(const std::string& name, const SparsifierConfig& cfg) const;
   std::vector<std::string> names() const;
+  // The names as a list for messages and help: "cltk, dense, ...".
+  std::string names_text() const;
   const std::string& description(const std::string& name) const;
 
  private:

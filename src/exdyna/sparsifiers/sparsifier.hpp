@@ -27,6 +27,9 @@ struct SparseResult {
   std::vector<float> values;   // values[j] = sum over workers of acc_w[indices[j]]
 };
 
+// A sparsifier's constructor validates its SparsifierConfig (SparsifierConfig::validate): the
+// one check of the options on the way from a command line or a Python call to a running
+// sparsifier (factory.hpp).
 class Sparsifier {
  public:
   virtual ~Sparsifier() = default;

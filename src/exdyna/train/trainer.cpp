@@ -11,8 +11,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/error_feedback.hpp"
-#include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/train/batches.hpp"
 #include "exdyna/train/evaluation.hpp"
 #include "exdyna/train/flat_model.hpp"
@@ -48,12 +47,8 @@ ModelSpec model_spec(const TrainOptions& opts, const DataBundle& data) {
 
 sparsifiers::ErrorFeedback make_error_feedback(const TrainOptions& opts, std::int64_t n,
                                                const comm::Communicator& comm) {
-  auto cfg = opts.sparse;
-  cfg.n_g = n;
-  cfg.world_size = comm.size();
-  cfg.rank = comm.rank();
-  auto registry = sparsifiers::builtin_registry();
-  return sparsifiers::ErrorFeedback(registry.make(opts.sparsifier, cfg), n);
+  return sparsifiers::make_error_feedback(opts.sparsifier, opts.sparse, n, comm.size(),
+                                          comm.rank(), sparsifiers::builtin_registry());
 }
 
 // What one worker holds for the run: its model, error feedback around the sparsifier, the

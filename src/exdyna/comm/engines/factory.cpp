@@ -69,6 +69,10 @@ bool in_torchrun_environment() {
   return env_set("RANK") && env_set("WORLD_SIZE");
 }
 
+bool in_launched_environment() {
+  return in_mpi_environment() || in_torchrun_environment();
+}
+
 Plan plan_engine(Backend requested, int workers) {
   EXDYNA_CHECK_ARG(workers >= 1, "--workers ", workers, " is not valid; expected >= 1");
   auto need_gloo = [] {

@@ -27,6 +27,9 @@ bool have_gloo();
 bool in_mpi_environment();
 // torchrun-style variables (RANK and WORLD_SIZE) are set, e.g. by torchrun or by our launcher.
 bool in_torchrun_environment();
+// Either: this process is one rank of a job a launcher (mpirun, torchrun, our own) started, so
+// the world size is the launcher's and no process of ours starts others. The one test commands use.
+bool in_launched_environment();
 
 // What a process with the requested backend and `workers` should do.
 enum class Plan {

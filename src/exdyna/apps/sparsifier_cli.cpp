@@ -1,0 +1,79 @@
+#include "exdyna/apps/sparsifier_cli.hpp"
+
+#include "exdyna/core/error.hpp"
+#include "exdyna/sparsifiers/registry.hpp"
+
+namespace exdyna::apps {
+
+namespace {
+
+// parse(text), its refusal prefixed with the option's name.
+template <typename F>
+auto parsed(const char* option, F&& parse) {
+  try {
+    return parse();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::concat(option, ": ", e.what()));
+  }
+}
+
+void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
+  auto& ex = s.config.exdyna;
+  sub->add_option("--blocks", ex.n_blocks, "ExDyna: number of blocks n_b")->capture_default_str();
+  sub->add_option("--min-blk", ex.min_blk,
+                  "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))");
+  sub->add_option("--initial-threshold", ex.initial_threshold,
+                  "ExDyna: first threshold (default 1 / (2 sqrt(k)))");
+  s.controller = d.controller;
+  sub->add_option("--controller", s.controller,
+                  "ExDyna threshold controller: paper (Alg. 5), histogram or exact")
+      ->capture_default_str();
+  s.balance = d.balance;
+  sub->add_option("--balance", s.balance, "ExDyna partition balance: paper (Alg. 3) or exact")
+      ->capture_default_str();
+  s.worker_cap = d.worker_cap;
+  const std::string cap_help =
+      "ExDyna exact controller: no worker sends more than CAP * k / n values; auto: CAP = the "
+      "Poisson floor 1 + sqrt(2 ln n / (k / n)); none or 0: no cap";
+  auto* cap = sub->add_option("--worker-cap", s.worker_cap, cap_help);
+  if (d.worker_cap.empty())
+    cap->description(cap_help + " (default: auto with the exact controller, else none)");
+  else
+    cap->capture_default_str();
+}
+
+}  // namespace
+
+void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
+  sub->add_option("--sparsifier", s.sparsifier,
+                  "sparsifier: " + sparsifiers::builtin_registry().names_text())
+      ->capture_default_str();
+  sub->add_option("--density", s.config.density, "target density d in (0, 1]")
+      ->capture_default_str();
+  sub->add_option("--gather,--gather-mode", s.gather,
+                  "index all-gather: padded (as the paper) or exact (allgatherv)")
+      ->capture_default_str();
+  add_exdyna_options(sub, s, d);
+  sub->add_option("--hard-threshold", s.config.hard_threshold,
+                  "hard-threshold sparsifier's threshold (default 1 / (2 sqrt(k)))");
+  sub->add_option("--sidco-stages", s.config.sidco.stages,
+                  "SIDCo: stages of the multi-stage exponential fit (1..10)")
+      ->capture_default_str();
+}
+
+void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierConfig& config) {
+  name = s.sparsifier;
+  config = s.config;
+  config.gather_mode = parsed("--gather", [&] { return comm::parse_gather_mode(s.gather); });
+  auto& ex = config.exdyna;
+  ex.controller = parsed("--controller", [&] { return core::parse_controller(s.controller); });
+  ex.balance = parsed("--balance", [&] { return core::parse_balance(s.balance); });
+  // The cap at the Poisson floor holds f(t) there on real gradients at no measurable cost in
+  // density or global error (docs/exdyna-controller.md); it needs the exact controller.
+  if (!s.worker_cap.empty())
+    ex.worker_cap = parsed("--worker-cap", [&] { return core::parse_worker_cap(s.worker_cap); });
+  else
+    ex.worker_cap = ex.controller == core::Controller::kExact ? core::ExDynaOptions::kAutoCap : 0;
+}
+
+}  // namespace exdyna::apps

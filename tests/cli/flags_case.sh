@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One case of the sparsifier flags that `exdyna simulate` and `exdyna train` share
+# (apps/sparsifier_cli.hpp): each command's --help lists them, an old spelling is an alias of the
+# new one, the ExDyna options reach the sparsifier, and a bad value exits 2 naming the value.
+#   flags_case.sh EXDYNA CASE
+set -u
+exe=$1
+case_name=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+# run RC ARGS...: runs exdyna ARGS, shows it, and expects exit status RC; the output is in $out.
+run() {
+  local want=$1
+  shift
+  out=$("$exe" "$@" 2>&1)
+  local rc=$?
+  echo "$ exdyna $*"
+  echo "$out" | tail -20
+  echo "(exit status $rc)"
+  [ "$rc" -eq "$want" ] || fail "expected exit status $want"
+}
+has() { grep -Eq -- "$1" <<<"$out" || fail "output does not match: $1"; }
+field() { grep -o "\"$2\": \"\\?[^,\"]*" "$1/summary.json" | sed 's/.*: "\?//'; }
+
+sim=(simulate --sparsifier exdyna --n-grad 8192 --iterations 3 --workers 2)
+train=(train --dataset synthetic --model tiny --backend local --workers 2 --max-steps 3
+       --batch-size 16 --density 0.05 --no-progress --no-plots)
+case $case_name in
+  simulate_help | train_help)
+    run 0 "${case_name%_help}" --help
+    for f in --sparsifier --density '--gather,--gather-mode' --blocks --min-blk --initial-threshold \
+             --controller --balance --worker-cap --hard-threshold --sidco-stages --backend --timeout \
+             --listen --all-ranks-output; do
+      has "^ +$f "
+    done
+    if [ "$case_name" = simulate_help ]; then has '^ +--synthetic-layers,--layers '
+    else has '^ +--lstm-layers,--layers '; fi ;;
+  simulate_gather_alias)
+    # Both spellings run, and run the same thing.
+    run 0 "${sim[@]}" --gather exact --decisions "$tmp/new.csv"
+    run 0 "${sim[@]}" --gather-mode exact --decisions "$tmp/old.csv"
+    cmp "$tmp/new.csv" "$tmp/old.csv" || fail "--gather exact and --gather-mode exact differ" ;;
+  train_gather_alias)
+    run 0 "${train[@]}" --gather exact --out "$tmp/new"
+    run 0 "${train[@]}" --gather-mode exact --out "$tmp/old"
+    for d in new old; do
+      [ "$(field "$tmp/$d" gather_mode)" = exact ] || fail "$d: gather_mode is not exact"
+    done
+    [ "$(field "$tmp/new" params_fnv1a)" = "$(field "$tmp/old" params_fnv1a)" ] ||
+      fail "--gather exact and --gather-mode exact trained different parameters" ;;
+  simulate_bad_gather | train_bad_gather)
+    if [ "$case_name" = simulate_bad_gather ]; then run 2 "${sim[@]}" --gather fast
+    else run 2 "${train[@]}" --gather fast --out "$tmp/t"; fi
+    has "--gather: gather mode 'fast' is not valid; expected 'padded' or 'exact'" ;;
+  simulate_exdyna_options | train_exdyna_options)
+    # --blocks and --initial-threshold reach ExDyna: 64 blocks over 2 partitions, and the paper
+    # controller's first threshold is the one given.
+    opts=(--controller paper --balance paper --blocks 64 --initial-threshold 0.02)
+    if [ "$case_name" = simulate_exdyna_options ]; then
+      run 0 "${sim[@]}" "${opts[@]}" --decisions "$tmp/d.csv"
+      row=$(sed -n 2p "$tmp/d.csv" | cut -d, -f2,10,11)
+    else
+      run 0 "${train[@]}" "${opts[@]}" --out "$tmp/t"
+      row=$(sed -n 2p "$tmp/t/iterations.csv" | cut -d, -f6,34,35)
+    fi
+    IFS=, read -r thr p0 p1 <<<"$row"
+    echo "first threshold $thr, blocks $p0 + $p1"
+    [ "$thr" = 0.02 ] || fail "first threshold is $thr, expected 0.02"
+    [ $((p0 + p1)) -eq 64 ] || fail "partitions hold $((p0 + p1)) blocks, expected 64" ;;
+  *) echo "unknown case $case_name"; exit 1 ;;
+esac
+echo PASS
