@@ -8,6 +8,7 @@
 //   allgather-exact    the same lists, exact (no padding); for both: size = gathered payload,
 //                      algbw = payload / time, busbw = algbw * (n-1)/n, so padding shows up as a
 //                      lower bandwidth.
+//   broadcast          `size` bytes from rank 0 to every rank; busbw = algbw.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -138,10 +139,19 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
             if (fbuf[i] != tri * static_cast<float>(static_cast<int>(i % 251) + 1)) ++wrong;
           fill();
         }
+      } else if (op == "broadcast") {
+        // CLT-k's leader indices: rank 0 sends size bytes to every rank.
+        fbuf.assign(static_cast<std::size_t>(count), r == 0 ? 1.0f : 0.0f);
+        call = [&] { c.broadcast_values(std::span<float>(fbuf), 0); };
+        if (o.check) {
+          call();
+          wrong += std::count_if(fbuf.begin(), fbuf.end(), [](float v) { return v != 1.0f; });
+        }
       } else {
         const bool padded = op == "allgather-padded";
         EXDYNA_CHECK_ARG(padded || op == "allgather-exact", "--op '", op,
-                         "' is not valid; expected allreduce, allgather-padded or allgather-exact");
+                         "' is not valid; expected allreduce, allgather-padded, allgather-exact "
+                         "or broadcast");
         bus_factor = n > 1 ? (n - 1.0) / n : 1;
         const auto counts = rank_counts(count, n, o.balanced);
         mine.resize(static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
@@ -224,7 +234,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_flag("--check,-c", o->check,
                 "verify every result (exact closed forms); non-zero exit on a wrong element");
   sub->add_flag("--balanced", o->balanced, "equal list lengths on every rank (no padding)");
-  sub->add_option("--op", o->ops, "operations: allreduce, allgather-padded, allgather-exact")
+  sub->add_option("--op", o->ops,
+                  "operations: allreduce, allgather-padded, allgather-exact, broadcast")
       ->capture_default_str();
   sub->callback([&action, o] {
     action = [o] {
