@@ -31,7 +31,7 @@ struct CompareArgs {
   std::int64_t n_grad = 25'600'000;
   std::string trace;
   double compute_ms = 0;
-  int iterations = 2, warmup = 1;
+  int iterations = 1, warmup = 2;
   std::string delay = "50us", loss = "0";
   std::string out = "exdyna-compare-out";
   std::string network = "emulated";
@@ -238,7 +238,7 @@ void add_compare_command(CLI::App& app, Action& action) {
       if (o_b->count() == 0) a.bandwidth = {"1gbit", "10gbit"};
       if (o_d->count() == 0) a.density = {"0.01"};
       if (o_ng->count() == 0) a.n_grad = 1 << 20;
-      if (o_it->count() == 0) a.iterations = 3;
+      if (o_it->count() == 0) a.iterations = 2;
     }
     a.command_line = "exdyna";
     const auto argv = comm::self_argv();

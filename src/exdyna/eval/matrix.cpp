@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -81,7 +82,7 @@ SweepSizes sweep_sizes(const MatrixOptions& o, int workers) {
   const double ng = static_cast<double>(gradient_length(o));
   const double dmax = *std::max_element(o.densities.begin(), o.densities.end());
   SweepSizes s;
-  s.allreduce = sweep_top(ng * 4, 64u << 20);
+  s.allreduce = sweep_top(ng * 4, 16u << 20);
   // bench's all-gather size is the gathered payload; padding can double a worker's list.
   s.allgather = sweep_top(std::max(4096.0, 4 * workers * ng * dmax * 4 * 2), 16u << 20);
   s.broadcast = sweep_top(std::max(4096.0, 4 * ng * dmax * 4), 16u << 20);
@@ -97,11 +98,11 @@ std::string setting_key(int w, std::uint64_t bps) {
 }
 
 // Runs W ranks of `args` (argv after the binary) inside the hosts, or one process of it with the
-// model network; rank 0's extra arguments are appended for rank 0 only.
+// model network; rank_args(r) is appended to rank r's.
 RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                     const std::vector<std::string>& args,
-                    const std::vector<std::string>& rank0_args, const fs::path& log_dir,
-                    std::vector<std::string>& commands) {
+                    const std::function<std::vector<std::string>(int)>& rank_args,
+                    const fs::path& log_dir, std::vector<std::string>& commands) {
   std::vector<RankCommand> ranks;
   const int n = hosts ? workers : 1;
   for (int r = 0; r < n; ++r) {
@@ -121,7 +122,10 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
     } else {
       rc.argv.insert(rc.argv.end(), {"--backend", "local", "--workers", std::to_string(workers)});
     }
-    if (r == 0) rc.argv.insert(rc.argv.end(), rank0_args.begin(), rank0_args.end());
+    if (rank_args) {
+      const auto extra = rank_args(r);
+      rc.argv.insert(rc.argv.end(), extra.begin(), extra.end());
+    }
     std::string line;
     for (const auto& [k, v] : rc.env) line += k + "=" + v + " ";
     for (const auto& a : rc.argv) line += a + " ";
@@ -155,31 +159,20 @@ std::vector<std::string> bench_rows(const fs::path& out, int w, std::uint64_t bp
 
 std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts, int w,
                                    std::uint64_t bps, const fs::path& log_root) {
+  // One bench run for every operation (its start-up costs seconds at 8 ranks on 2 cores), up to
+  // 16 MiB: larger transfers (the dense all-reduce) are bandwidth-bound and extrapolated linearly.
   const auto sizes = sweep_sizes(o, w);
-  struct Part {
-    std::vector<std::string> ops;
-    std::uint64_t top;
-  };
-  const Part parts[] = {{{"allreduce"}, sizes.allreduce},
-                        {{"allgather-padded", "allgather-exact"}, sizes.allgather},
-                        {{"broadcast"}, sizes.broadcast}};
-  std::vector<std::string> rows;
-  int i = 0;
-  for (const auto& p : parts) {
-    std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s),
-                                  "-b",    "4K",   "-e",        std::to_string(p.top),
-                                  "-f",    "4",    "-n",        std::to_string(o.sweep_iters),
-                                  "-w",    "1",    "--balanced"};
-    for (const auto& op : p.ops) args.insert(args.end(), {"--op", op});
-    std::vector<std::string> cmds;
-    const fs::path dir = log_root / ("sweep-" + std::to_string(i++));
-    const auto r = run_job(o, &hosts, w, args, {}, dir, cmds);
-    EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps),
-                   ": rank ", r.failed_rank, " failed (", r.why, "): ", r.stderr_tail);
-    const auto got = bench_rows(dir / "rank0.out", w, bps, hosts.applied_delay_us());
-    rows.insert(rows.end(), got.begin(), got.end());
-  }
-  return rows;
+  const std::uint64_t top = std::max({sizes.allreduce, sizes.allgather, sizes.broadcast});
+  std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s), "-b", "4K",
+                                "-e",    std::to_string(top), "-f", "4", "-n",
+                                std::to_string(o.sweep_iters), "-w", "1", "--balanced"};
+  for (const char* op : {"allreduce", "allgather-padded", "allgather-exact", "broadcast"})
+    args.insert(args.end(), {"--op", op});
+  std::vector<std::string> cmds;
+  const auto r = run_job(o, &hosts, w, args, nullptr, log_root, cmds);
+  EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps),
+                 ": rank ", r.failed_rank, " failed (", r.why, "): ", r.stderr_tail);
+  return bench_rows(log_root / "rank0.out", w, bps, hosts.applied_delay_us());
 }
 
 // The rows of the model network (no hosts), at the same sizes a sweep would measure.
@@ -261,6 +254,19 @@ StatsColumns read_stats(const fs::path& p, int warmup) {
   return s;
 }
 
+// Rank r's statistics (r > 0) of the cell run in dir; rank 0's are dir/stats.csv.
+fs::path rank_stats(const fs::path& dir, int r) {
+  return dir / "logs" / ("stats-r" + std::to_string(r) + ".csv");
+}
+
+// Every rank's statistics that exist (the model network's one process writes rank 0's only).
+std::vector<StatsColumns> read_run_stats(const fs::path& dir, int workers, int warmup) {
+  std::vector<StatsColumns> out{read_stats(dir / "stats.csv", warmup)};
+  for (int r = 1; r < workers; ++r)
+    if (fs::exists(rank_stats(dir, r))) out.push_back(read_stats(rank_stats(dir, r), warmup));
+  return out;
+}
+
 bool gathers_exact(const MatrixOptions& o, const Variant& v) {
   auto exact_in = [](const std::vector<std::string>& a) {
     for (std::size_t i = 0; i + 1 < a.size(); ++i)
@@ -271,8 +277,9 @@ bool gathers_exact(const MatrixOptions& o, const Variant& v) {
 }
 
 // The cells.csv row of a cell from its statistics and the setting's collective times.
-json cell_row(const MatrixOptions& o, const CellSpec& c, const StatsColumns& s,
+json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<StatsColumns>& ranks,
               const CommTable& t) {
+  const StatsColumns& s = ranks.front();
   const double w = c.workers;
   const std::string gather_op =
       gathers_exact(o, c.variant) ? "allgather-exact" : "allgather-padded";
@@ -287,10 +294,23 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const StatsColumns& s,
   }
   const double n = static_cast<double>(s.rows);
   ag = 1e3 * ag / n, ar = 1e3 * ar / n, bc = 1e3 * bc / n;
-  const double cpu = 1e3 * s.mean("t_cpu");
+  // The collectives wait for the slowest rank: per iteration, the largest CPU time of any rank
+  // (CLT-k's leader selects, the others wait). Its select phase in wall time is deflated by how
+  // much sharing cores inflated that rank's non-comm phases (wall / CPU).
+  double cpu = 0, select = 0;
+  for (std::size_t i = 0; i < s.rows; ++i) {
+    double c_max = 0, sel = 0;
+    for (const auto& r : ranks) {
+      if (i >= r.rows) continue;
+      const double c = r.col.at("t_cpu")[i], wall = r.col.at("t_non_comm")[i];
+      if (c < c_max) continue;
+      c_max = c;
+      sel = r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
+    }
+    cpu += c_max, select += sel;
+  }
+  cpu = 1e3 * cpu / n, select = 1e3 * select / n;
   const double wall_non_comm = 1e3 * s.mean("t_non_comm");
-  // The select phase's wall time, deflated by how much sharing cores inflated the non-comm phases.
-  const double contention = cpu > 0 ? std::max(1.0, wall_non_comm / cpu) : 1.0;
   json j;
   j["sparsifier"] = c.variant.sparsifier;
   j["label"] = c.variant.label;
@@ -302,7 +322,8 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const StatsColumns& s,
   j["iterations"] = static_cast<std::int64_t>(s.rows);
   j["compute_ms"] = o.compute_ms;
   j["non_comm_ms"] = cpu;
-  j["select_ms"] = 1e3 * s.mean("t_select") / contention;
+  j["select_ms"] = select;
+  j["ranks_measured"] = ranks.size();
   j["allgather_ms"] = ag;
   j["allreduce_ms"] = ar;
   j["broadcast_ms"] = bc;
@@ -369,22 +390,44 @@ bool cell_done(const MatrixOptions& o, const CellSpec& c) {
 }
 
 // Runs one cell; returns its iteration time (ms). Throws Error when a rank fails.
+// Runs one cell; returns its iteration time (ms). Throws Error when a rank fails. With `shared`
+// (the same variant, W and d at another bandwidth, already finished) the simulate run is not
+// repeated: the non-communication CPU time and the bytes of each collective do not depend on the
+// link, so that cell's statistics are reused with this setting's collective times.
 double run_cell(const MatrixOptions& o, const HostSet* hosts, const CellSpec& c,
-                const CommTable& table) {
+                const CommTable& table, const std::optional<CellSpec>& shared) {
   const fs::path dir = o.out_dir / "cells" / c.name();
   fs::create_directories(dir);
   fs::remove(dir / "cell.json");
-  std::vector<std::string> commands;
-  const auto r = run_job(
-      o, hosts, c.workers, simulate_args(o, c),
-      {"--stats", (dir / "stats.csv").string(), "--decisions", (dir / "decisions.csv").string()},
-      dir / "logs", commands);
-  EXDYNA_CHECK(r.ok, "rank ", r.failed_rank, " failed (", r.why, ")",
-               r.stderr_tail.empty() ? "" : ":\n", r.stderr_tail);
-  json row = cell_row(o, c, read_stats(dir / "stats.csv", o.warmup), table);
+  json row;
+  if (shared) {
+    const fs::path from = o.out_dir / "cells" / shared->name();
+    for (const char* f : {"stats.csv", "decisions.csv"})
+      fs::copy_file(from / f, dir / f, fs::copy_options::overwrite_existing);
+    const auto src = read_cell(from / "cell.json");
+    EXDYNA_CHECK(src.has_value(), "cell ", shared->name(), " has no complete cell.json");
+    row = cell_row(o, c, read_run_stats(from, c.workers, o.warmup), table);
+    row["commands"] = (*src)["commands"];
+    row["stats_from"] = shared->name();
+    row["wall_s"] = 0.0;
+  } else {
+    std::vector<std::string> commands;
+    const auto r = run_job(
+        o, hosts, c.workers, simulate_args(o, c),
+        [&](int r) -> std::vector<std::string> {
+          if (r > 0) return {"--stats", rank_stats(dir, r).string()};
+          return {"--stats", (dir / "stats.csv").string(), "--decisions",
+                  (dir / "decisions.csv").string()};
+        },
+        dir / "logs", commands);
+    EXDYNA_CHECK(r.ok, "rank ", r.failed_rank, " failed (", r.why, ")",
+                 r.stderr_tail.empty() ? "" : ":\n", r.stderr_tail);
+    row = cell_row(o, c, read_run_stats(dir, c.workers, o.warmup), table);
+    row["commands"] = commands;
+    row["wall_s"] = r.wall_s;
+  }
   row["params"] = cell_params(o, c);
-  row["commands"] = commands;
-  row["wall_s"] = r.wall_s;
+  row["network"] = o.emulated ? "emulated" : "model";
   row["netem"] = hosts ? hosts->netem() : false;
   row["delay_applied_us"] = hosts ? hosts->applied_delay_us() : o.delay_us;
   row["complete"] = true;
@@ -584,7 +627,13 @@ MatrixResult run_matrix(const MatrixOptions& o, const MatrixProgress& progress) 
         std::string line;
         try {
           EXDYNA_CHECK(setting_error.empty(), setting_error);
-          const double ms = run_cell(o, hosts.get(), c, table);
+          std::optional<CellSpec> shared;
+          if (o.share_across_bandwidths && b != o.bandwidths.front()) {
+            CellSpec first = c;
+            first.bandwidth_bps = o.bandwidths.front();
+            if (cell_done(o, first)) shared = first;
+          }
+          const double ms = run_cell(o, hosts.get(), c, table, shared);
           ++res.ran;
           line = detail::concat("iter ", full(ms), " ms");
         } catch (const InvalidArgument&) {

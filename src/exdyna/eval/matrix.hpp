@@ -11,6 +11,9 @@
 //                (interpolated between sizes). The cell's own collectives' wall times include
 //                waiting for ranks delayed by core sharing, so they are kept in cell.json as
 //                comm_wall_ms but not used.
+// The simulate run of a cell is shared by the cells that differ only in the bandwidth (see
+// MatrixOptions::share_across_bandwidths): on two cores it is the expensive part, and nothing it
+// measures depends on the link.
 // A finished cell leaves cells/<name>/cell.json; a rerun keeps it and skips the cell when its
 // parameters match (resume). cells.csv is rewritten from the cell.json files after every cell.
 #pragma once
@@ -46,14 +49,17 @@ struct MatrixOptions {
   std::int64_t n_grad = 25'600'000;  // synthetic source (ResNet-50-sized)
   std::filesystem::path trace_dir;   // non-empty: replay this trace instead
   double compute_ms = 0;             // forward + backward time added to every iteration
-  int warmup = 1;                    // iterations run but not measured
-  int iterations = 2;                // measured iterations per cell
+  int warmup = 2;                    // iterations run but not measured (ExDyna's exact controller sorts once, in its second)
+  int iterations = 1;                // measured iterations per cell (budget: 2 cores)
   double delay_us = 50;
   double loss_pct = 0;
   bool emulated = true;                          // false: --network model
   std::vector<std::string> extra_simulate_args;  // appended to every cell's simulate command
   double timeout_s = 120;                        // per collective; a cell's deadline is derived
   int sweep_iters = 3;                           // timed calls per size in the collective sweep
+  // Cells that differ only in the bandwidth share one simulate run (the first bandwidth's): its
+  // CPU times and bytes do not depend on the link; each bandwidth has its own sweep.
+  bool share_across_bandwidths = true;
 };
 
 struct CellSpec {
