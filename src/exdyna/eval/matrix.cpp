@@ -163,15 +163,16 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
   // 16 MiB: larger transfers (the dense all-reduce) are bandwidth-bound and extrapolated linearly.
   const auto sizes = sweep_sizes(o, w);
   const std::uint64_t top = std::max({sizes.allreduce, sizes.allgather, sizes.broadcast});
-  std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s), "-b", "4K",
-                                "-e",    std::to_string(top), "-f", "4", "-n",
-                                std::to_string(o.sweep_iters), "-w", "1", "--balanced"};
+  std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s),
+                                "-b",    "4K",   "-e",        std::to_string(top),
+                                "-f",    "4",    "-n",        std::to_string(o.sweep_iters),
+                                "-w",    "1",    "--balanced"};
   for (const char* op : {"allreduce", "allgather-padded", "allgather-exact", "broadcast"})
     args.insert(args.end(), {"--op", op});
   std::vector<std::string> cmds;
   const auto r = run_job(o, &hosts, w, args, nullptr, log_root, cmds);
-  EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps),
-                 ": rank ", r.failed_rank, " failed (", r.why, "): ", r.stderr_tail);
+  EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps), ": rank ",
+                 r.failed_rank, " failed (", r.why, "): ", r.stderr_tail);
   return bench_rows(log_root / "rank0.out", w, bps, hosts.applied_delay_us());
 }
 

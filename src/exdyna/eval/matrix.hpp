@@ -49,8 +49,9 @@ struct MatrixOptions {
   std::int64_t n_grad = 25'600'000;  // synthetic source (ResNet-50-sized)
   std::filesystem::path trace_dir;   // non-empty: replay this trace instead
   double compute_ms = 0;             // forward + backward time added to every iteration
-  int warmup = 2;                    // iterations run but not measured (ExDyna's exact controller sorts once, in its second)
-  int iterations = 1;                // measured iterations per cell (budget: 2 cores)
+  int warmup =
+      2;  // iterations run but not measured (ExDyna's exact controller sorts once, in its second)
+  int iterations = 1;  // measured iterations per cell (budget: 2 cores)
   double delay_us = 50;
   double loss_pct = 0;
   bool emulated = true;                          // false: --network model
