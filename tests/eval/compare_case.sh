@@ -49,6 +49,8 @@ case "$case_name" in
       grep -q "^4,10000000000,[^,]*,$op," "$tmp/out/comm.csv" || { echo "comm.csv lacks $op at 4 hosts, 10gbit"; exit 1; }
     done
     [[ -s "$tmp/out/cells/exdyna-exact-w4-b1gbit-d0.01/stats.csv" ]] || { echo "no stats.csv"; exit 1; }
+    # Every rank's own statistics (simulate --stats with {rank}): the slowest rank sets the pace.
+    [[ -s "$tmp/out/cells/cltk-w4-b1gbit-d0.01/logs/stats-r3.csv" ]] || { echo "no rank 3 stats"; exit 1; }
     grep -q '"complete": true' "$tmp/out/cells/dense-w2-b10gbit/cell.json" || { echo "no cell.json"; exit 1; }
     # A second run keeps every finished cell.
     "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout2" 2>&1 || { cat "$tmp/stdout2"; exit 1; }

@@ -416,7 +416,7 @@ double run_cell(const MatrixOptions& o, const HostSet* hosts, const CellSpec& c,
     const auto r = run_job(
         o, hosts, c.workers, simulate_args(o, c),
         [&](int r) -> std::vector<std::string> {
-          if (r > 0) return {"--stats", rank_stats(dir, r).string()};
+          if (r > 0) return {"--stats", (dir / "logs" / "stats-r{rank}.csv").string()};
           return {"--stats", (dir / "stats.csv").string(), "--decisions",
                   (dir / "decisions.csv").string()};
         },
