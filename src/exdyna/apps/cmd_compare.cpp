@@ -31,7 +31,7 @@ struct CompareArgs {
   std::int64_t n_grad = 25'600'000;
   std::string trace;
   double compute_ms = 0;
-  int iterations = 1, warmup = 2;
+  int iterations = 2, warmup = 2;
   std::string delay = "50us", loss = "0";
   std::string out = "exdyna-compare-out";
   std::string network = "emulated";
