@@ -82,6 +82,16 @@ TEST(Matrix, DenseRunsOncePerSettingAndUnknownLabelsAreNamed) {
   EXPECT_NE(invalid_argument_message([] { variant_for("foo"); }).find("'foo'"), std::string::npos);
 }
 
+TEST(Matrix, AutoWarmupCoversExDynasRotationOnly) {
+  MatrixOptions o;
+  const CellSpec ex{variant_for("exdyna-exact"), 8, 1'000'000'000, 0.001};
+  const CellSpec topk{variant_for("topk"), 8, 1'000'000'000, 0.001};
+  EXPECT_EQ(warmup_for(o, ex), 9);
+  EXPECT_EQ(warmup_for(o, topk), 2);
+  o.warmup = 0;
+  EXPECT_EQ(warmup_for(o, ex), 0);
+}
+
 TEST(Matrix, CommTableInterpolatesAndExtrapolates) {
   CommTable t;
   t.add("allreduce", 4096, 0.001);

@@ -31,7 +31,7 @@ struct CompareArgs {
   std::int64_t n_grad = 25'600'000;
   std::string trace;
   double compute_ms = 0;
-  int iterations = 2, warmup = 2;
+  int iterations = 2, warmup = -1;
   std::string delay = "50us", loss = "0";
   std::string out = "exdyna-compare-out";
   std::string network = "emulated";
@@ -99,8 +99,8 @@ eval::MatrixOptions matrix_options(const CompareArgs& a) {
   m.compute_ms = a.compute_ms;
   EXDYNA_CHECK_ARG(a.iterations >= 1 && a.iterations <= 100000, "--iterations ", a.iterations,
                    " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(a.warmup >= 0 && a.warmup <= 100000, "--warmup ", a.warmup,
-                   " is not valid; expected >= 0");
+  EXDYNA_CHECK_ARG(a.warmup >= -1 && a.warmup <= 100000, "--warmup ", a.warmup,
+                   " is not valid; expected >= 0, or -1 for auto");
   m.iterations = a.iterations;
   m.warmup = a.warmup;
   m.delay_us = eval::parse_delay_us(a.delay, "--delay");
@@ -213,7 +213,9 @@ void add_compare_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   auto* o_it = sub->add_option("--iterations", a.iterations, "measured iterations per cell")
                    ->capture_default_str();
-  sub->add_option("--warmup", a.warmup, "iterations per cell run before measuring")
+  sub->add_option("--warmup", a.warmup,
+                  "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna, "
+                  "whose buffers grow as each worker first meets the largest partition, else 2)")
       ->capture_default_str();
   sub->add_option("--delay", a.delay, "one-way delay of each link (needs sch_netem)")
       ->capture_default_str();

@@ -220,6 +220,15 @@ CommTable table_of(const std::vector<std::string>& rows) {
   return t;
 }
 
+}  // namespace
+
+int warmup_for(const MatrixOptions& o, const CellSpec& c) {
+  if (o.warmup >= 0) return o.warmup;
+  return c.variant.sparsifier == "exdyna" ? c.workers + 1 : 2;
+}
+
+namespace {
+
 // ---- one cell ---------------------------------------------------------------------------------
 
 struct StatsColumns {
@@ -353,7 +362,7 @@ std::vector<std::string> simulate_args(const MatrixOptions& o, const CellSpec& c
                              "--density",
                              num(c.variant.sparsifier == "dense" ? o.densities.front() : c.density),
                              "--iterations",
-                             std::to_string(o.warmup + o.iterations),
+                             std::to_string(warmup_for(o, c) + o.iterations),
                              "--timeout",
                              num(o.timeout_s)};
   if (o.trace_dir.empty())
@@ -374,7 +383,7 @@ json cell_params(const MatrixOptions& o, const CellSpec& c) {
   p["delay_us"] = o.delay_us;
   p["loss_pct"] = o.loss_pct;
   p["network"] = o.emulated ? "emulated" : "model";
-  p["warmup"] = o.warmup;
+  p["warmup"] = warmup_for(o, c);
   p["compute_ms"] = o.compute_ms;
   return p;
 }
@@ -412,7 +421,7 @@ double run_cell(const MatrixOptions& o, const HostSet* hosts, const CellSpec& c,
       fs::copy_file(from / f, dir / f, fs::copy_options::overwrite_existing);
     const auto src = read_cell(from / "cell.json");
     EXDYNA_CHECK(src.has_value(), "cell ", shared->name(), " has no complete cell.json");
-    row = cell_row(o, c, read_run_stats(from, c.workers, o.warmup), table);
+    row = cell_row(o, c, read_run_stats(from, c.workers, warmup_for(o, c)), table);
     row["commands"] = (*src)["commands"];
     row["stats_from"] = shared->name();
     row["wall_s"] = 0.0;
@@ -428,7 +437,7 @@ double run_cell(const MatrixOptions& o, const HostSet* hosts, const CellSpec& c,
         dir / "logs", commands);
     EXDYNA_CHECK(r.ok, "rank ", r.failed_rank, " failed (", r.why, ")",
                  r.stderr_tail.empty() ? "" : ":\n", r.stderr_tail);
-    row = cell_row(o, c, read_run_stats(dir, c.workers, o.warmup), table);
+    row = cell_row(o, c, read_run_stats(dir, c.workers, warmup_for(o, c)), table);
     row["commands"] = commands;
     row["wall_s"] = r.wall_s;
   }

@@ -50,8 +50,8 @@ struct MatrixOptions {
   std::int64_t n_grad = 25'600'000;  // synthetic source (ResNet-50-sized)
   std::filesystem::path trace_dir;   // non-empty: replay this trace instead
   double compute_ms = 0;             // forward + backward time added to every iteration
-  int warmup =
-      2;  // iterations run but not measured (ExDyna's exact controller sorts once, in its second)
+  // Iterations run but not measured; -1: auto (warmup_for).
+  int warmup = -1;
   int iterations = 2;  // measured iterations per cell (the cheapest counts)
   double delay_us = 50;
   double loss_pct = 0;
@@ -71,6 +71,12 @@ struct CellSpec {
   double density = 0;        // 1 for dense
   std::string name() const;  // <label>-w<W>-b<rate>[-d<d>]
 };
+
+// The warm-up iterations of a cell: o.warmup, or with auto W + 1 for ExDyna (partitions rotate
+// over the workers, and a worker's buffers grow the first time it meets the largest one: on the
+// synthetic source at 25.6M that costs one rank ~0.35 s of CPU in each of the first W iterations,
+// which sets those iterations' pace) and 2 for the others.
+int warmup_for(const MatrixOptions& o, const CellSpec& c);
 
 // The cells in run order: per bandwidth, per W, the variants x densities; dense once per (W, B).
 std::vector<CellSpec> plan_cells(const MatrixOptions& o);
