@@ -82,12 +82,13 @@ TEST(Matrix, DenseRunsOncePerSettingAndUnknownLabelsAreNamed) {
   EXPECT_NE(invalid_argument_message([] { variant_for("foo"); }).find("'foo'"), std::string::npos);
 }
 
-TEST(Matrix, AutoWarmupCoversExDynasRotationOnly) {
+TEST(Matrix, AutoWarmupCoversTheRotatingRoles) {
   MatrixOptions o;
   const CellSpec ex{variant_for("exdyna-exact"), 8, 1'000'000'000, 0.001};
   const CellSpec topk{variant_for("topk"), 8, 1'000'000'000, 0.001};
   EXPECT_EQ(warmup_for(o, ex), 9);
   EXPECT_EQ(warmup_for(o, topk), 2);
+  EXPECT_EQ(warmup_for(o, CellSpec{variant_for("cltk"), 4, 1'000'000'000, 0.01}), 5);
   o.warmup = 0;
   EXPECT_EQ(warmup_for(o, ex), 0);
 }

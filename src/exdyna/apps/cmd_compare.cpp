@@ -190,9 +190,10 @@ void add_compare_command(CLI::App& app, Action& action) {
       "compare",
       "run the sparsifiers side by side on emulated hosts (network namespaces, tc-shaped links), "
       "train them briefly, and write a report");
-  sub->add_option("--sparsifiers", a.sparsifiers,
-                  "labels: dense, topk, cltk, hard-threshold, sidco, exdyna-paper, exdyna-exact "
-                  "(exact controller, balance and worker cap auto), exdyna")
+  sub->add_option(
+         "--sparsifiers", a.sparsifiers,
+         "labels: dense, topk, cltk, hard-threshold, sidco, exdyna-paper, exdyna-exact "
+         "(exact controller, balance and worker cap auto), exdyna, exdyna-exact-paper-balance")
       ->delimiter(',')
       ->capture_default_str();
   auto* o_w = sub->add_option("--workers", a.workers, "hosts (ranks) per setting")
@@ -214,8 +215,8 @@ void add_compare_command(CLI::App& app, Action& action) {
   auto* o_it = sub->add_option("--iterations", a.iterations, "measured iterations per cell")
                    ->capture_default_str();
   sub->add_option("--warmup", a.warmup,
-                  "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna, "
-                  "whose buffers grow as each worker first meets the largest partition, else 2)")
+                  "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna and "
+                  "CLT-k, whose roles rotate over the workers, else 2)")
       ->capture_default_str();
   sub->add_option("--delay", a.delay, "one-way delay of each link (needs sch_netem)")
       ->capture_default_str();

@@ -224,7 +224,8 @@ CommTable table_of(const std::vector<std::string>& rows) {
 
 int warmup_for(const MatrixOptions& o, const CellSpec& c) {
   if (o.warmup >= 0) return o.warmup;
-  return c.variant.sparsifier == "exdyna" ? c.workers + 1 : 2;
+  const bool rotates = c.variant.sparsifier == "exdyna" || c.variant.sparsifier == "cltk";
+  return rotates ? c.workers + 1 : 2;
 }
 
 namespace {
@@ -474,12 +475,17 @@ Variant variant_for(const std::string& label) {
   if (label == "exdyna-exact")
     return {
         label, "exdyna", {"--controller", "exact", "--balance", "exact", "--worker-cap", "auto"}};
+  // Not in the default matrix: the exact controller with the paper's balance, which keeps every
+  // partition's size bounded (exact balance can give one worker half the gradient to scan).
+  if (label == "exdyna-exact-paper-balance")
+    return {
+        label, "exdyna", {"--controller", "exact", "--balance", "paper", "--worker-cap", "auto"}};
   for (const char* s : {"dense", "topk", "cltk", "hard-threshold", "sidco", "exdyna"})
     if (label == s) return {label, label, {}};
   throw InvalidArgument(detail::concat(
       "--sparsifiers: '", label,
       "' is not a known sparsifier; expected dense, topk, cltk, hard-threshold, sidco, exdyna, "
-      "exdyna-paper or exdyna-exact"));
+      "exdyna-paper, exdyna-exact or exdyna-exact-paper-balance"));
 }
 
 std::string CellSpec::name() const {

@@ -72,10 +72,10 @@ struct CellSpec {
   std::string name() const;  // <label>-w<W>-b<rate>[-d<d>]
 };
 
-// The warm-up iterations of a cell: o.warmup, or with auto W + 1 for ExDyna (partitions rotate
-// over the workers, and a worker's buffers grow the first time it meets the largest one: on the
-// synthetic source at 25.6M that costs one rank ~0.35 s of CPU in each of the first W iterations,
-// which sets those iterations' pace) and 2 for the others.
+// The warm-up iterations of a cell: o.warmup, or with auto W + 1 for the sparsifiers whose work
+// rotates over the workers, ExDyna (partitions) and CLT-k (the leader), and 2 for the others. A
+// worker's first turn at a role costs it more (its buffers grow: CLT-k's leader ~0.75 s of CPU the
+// first time, ~0.15 s later, at 25.6M), and the slowest worker sets an iteration's pace.
 int warmup_for(const MatrixOptions& o, const CellSpec& c);
 
 // The cells in run order: per bandwidth, per W, the variants x densities; dense once per (W, B).
