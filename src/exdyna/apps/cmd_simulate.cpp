@@ -52,7 +52,8 @@ void add_simulate_command(CLI::App& app, Action& action) {
                   "write one CSV row per iteration: "
                   "iter,threshold,k_total,density,f_t,k_w*,alloc_w*,blocks_p*");
   sub->add_option("--stats", a.stats,
-                  "write every per-iteration statistic (times, bytes, global error) as CSV");
+                  "write every per-iteration statistic (times, bytes, global error) as CSV; a path "
+                  "with {rank} is written by every rank (its own times)");
   sub->add_option("--scale-step", a.scale_steps,
                   "from iteration ITER on, multiply every gradient (synthetic source or trace) "
                   "by FACTOR (ITER:FACTOR, repeatable), like a learning-rate decay");

@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 
 void add_simulate_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
+void add_compare_command(CLI::App& app, Action& action);
 #ifdef EXDYNA_HAVE_TORCH
 void add_train_command(CLI::App& app, Action& action);
 #endif

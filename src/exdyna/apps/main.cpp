@@ -1,4 +1,4 @@
-// The `exdyna` command: train, simulate, bench.
+// The `exdyna` command: train, simulate, bench, compare.
 #include <exception>
 #include <iostream>
 
@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   exdyna::apps::Action action;
   exdyna::apps::add_simulate_command(app, action);
   exdyna::apps::add_bench_command(app, action);
+  exdyna::apps::add_compare_command(app, action);
 #ifdef EXDYNA_HAVE_TORCH
   exdyna::apps::add_train_command(app, action);
 #endif

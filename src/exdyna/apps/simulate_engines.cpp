@@ -1,5 +1,6 @@
 #include "exdyna/apps/simulate_engines.hpp"
 
+#include <filesystem>
 #include <sstream>
 
 #include "exdyna/core/error.hpp"
@@ -53,7 +54,23 @@ int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std:
     comm::check_same_configuration(c, fp);
 
     auto result = sim::run_worker(cfg, registry, *src, c);
-    if (c.rank() == 0) sim::report(os, cfg, *src, result);
+    // A --stats path with {rank} is written by every rank, with its own times: the slowest rank
+    // of an iteration (e.g. CLT-k's leader) sets the pace (exdyna compare reads them all).
+    const std::string stats = cfg.stats_path.string();
+    const auto at = stats.find("{rank}");
+    if (at != std::string::npos) {
+      const auto mine =
+          std::filesystem::path(std::string(stats).replace(at, 6, std::to_string(c.rank())));
+      if (c.rank() == 0) {
+        auto cfg0 = cfg;
+        cfg0.stats_path = mine;
+        sim::report(os, cfg0, *src, result);
+      } else {
+        sim::write_file_atomic(mine, sim::stats_csv(result.steps, c.size()));
+      }
+    } else if (c.rank() == 0) {
+      sim::report(os, cfg, *src, result);
+    }
   });
 }
 

@@ -1,5 +1,7 @@
-// A monotonic stopwatch for phase timings.
+// A monotonic stopwatch for phase timings, and the calling thread's CPU clock.
 #pragma once
+
+#include <time.h>
 
 #include <chrono>
 
@@ -21,5 +23,13 @@ class Stopwatch {
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_;
 };
+
+// CPU seconds of the calling thread: a step's own work, which W ranks sharing fewer cores do not
+// inflate (waiting in a collective costs none), unlike its wall time.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 }  // namespace exdyna::core

@@ -35,12 +35,14 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   for (std::int64_t t = 0; t < T; ++t) {
     src.fill(t, comm.rank(), grad);
     core::Stopwatch sw;
+    const double cpu0 = core::thread_cpu_seconds();
     sparsifiers::StepStats st;
     try {
       st = ef.step(grad, comm);
     } catch (const DataError& e) {
       throw DataError(detail::concat(source_name(cfg), ": ", e.what()));
     }
+    st.times.cpu = core::thread_cpu_seconds() - cpu0;
     sums[2] += sw.elapsed();
     sums[0] += st.times.select;
     sums[1] += st.times.non_comm();

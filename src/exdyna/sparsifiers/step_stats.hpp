@@ -18,6 +18,7 @@ struct PhaseTimes {
   double broadcast = 0;   // CLT-k
   double update = 0;      // scatter of the averaged update, residual zeroing
   double other = 0;       // partition allocation, threshold scaling, bookkeeping
+  double cpu = 0;  // CPU time of the stepping thread over the whole step (set by the sim driver)
   double non_comm() const { return accumulate + select + update + other; }
 };
 

@@ -1,0 +1,253 @@
+// `exdyna compare`: the sparsifiers side by side on emulated hosts (eval/matrix.hpp), then the
+// short training runs (eval/efficiency.hpp) and the report (eval/report.hpp).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "exdyna/apps/commands.hpp"
+#include "exdyna/comm/engines/launcher.hpp"
+#include "exdyna/core/error.hpp"
+#include "exdyna/eval/hosts.hpp"
+#include "exdyna/eval/matrix.hpp"
+#if __has_include("exdyna/eval/report.hpp") && __has_include("exdyna/eval/efficiency.hpp")
+#include "exdyna/eval/efficiency.hpp"
+#include "exdyna/eval/report.hpp"
+#define EXDYNA_HAVE_REPORT 1
+#endif
+
+namespace exdyna::apps {
+
+namespace {
+
+struct CompareArgs {
+  std::vector<std::string> sparsifiers = eval::default_labels();
+  std::vector<std::string> workers{"2", "4", "8"};
+  std::vector<std::string> bandwidth{"1gbit", "10gbit"};
+  std::vector<std::string> density{"0.01", "0.001"};
+  std::int64_t n_grad = 25'600'000;
+  std::string trace;
+  double compute_ms = 0;
+  int iterations = 2, warmup = -1;
+  std::string delay = "50us", loss = "0";
+  std::string out = "exdyna-compare-out";
+  std::string network = "emulated";
+  bool quick = false, report_only = false, no_train = false;
+  double timeout_s = 120;
+  std::string gather, gnuplot = "gnuplot";
+  std::int64_t blocks = 0;
+  std::string command_line;
+};
+
+int parse_int(const std::string& s, const char* opt, int lo, int hi) {
+  std::size_t pos = 0;
+  long v = 0;
+  try {
+    v = std::stol(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  EXDYNA_CHECK_ARG(pos == s.size() && pos > 0 && v >= lo && v <= hi, opt, " '", s,
+                   "' is not valid; expected an integer in ", lo, " .. ", hi);
+  return static_cast<int>(v);
+}
+
+double parse_density(const std::string& s) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  EXDYNA_CHECK_ARG(pos == s.size() && pos > 0 && v > 0 && v <= 1, "--density '", s,
+                   "' is not valid; expected a density in (0, 1]");
+  return v;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("exdyna") : p.string();
+}
+
+// The matrix options from the command line (every value checked, bad ones name themselves).
+eval::MatrixOptions matrix_options(const CompareArgs& a) {
+  eval::MatrixOptions m;
+  m.exdyna = self_exe();
+  m.out_dir = a.out;
+  m.labels.clear();
+  for (const auto& l : a.sparsifiers) m.labels.push_back(eval::variant_for(l).label);
+  m.workers.clear();
+  for (const auto& w : a.workers) m.workers.push_back(parse_int(w, "--workers", 1, 250));
+  m.bandwidths.clear();
+  for (const auto& b : a.bandwidth) m.bandwidths.push_back(eval::parse_rate(b, "--bandwidth"));
+  m.densities.clear();
+  for (const auto& d : a.density) m.densities.push_back(parse_density(d));
+  EXDYNA_CHECK_ARG(
+      !m.labels.empty() && !m.workers.empty() && !m.bandwidths.empty() && !m.densities.empty(),
+      "--sparsifiers, --workers, --bandwidth and --density need one value at least");
+  EXDYNA_CHECK_ARG(a.n_grad >= 1024 && a.n_grad <= (std::int64_t{1} << 31), "--n-grad ", a.n_grad,
+                   " is not valid; expected 1024 .. 2^31");
+  m.n_grad = a.n_grad;
+  m.trace_dir = a.trace;
+  EXDYNA_CHECK_ARG(std::isfinite(a.compute_ms) && a.compute_ms >= 0, "--compute-ms ", a.compute_ms,
+                   " is not valid; expected >= 0");
+  m.compute_ms = a.compute_ms;
+  EXDYNA_CHECK_ARG(a.iterations >= 1 && a.iterations <= 100000, "--iterations ", a.iterations,
+                   " is not valid; expected >= 1");
+  EXDYNA_CHECK_ARG(a.warmup >= -1 && a.warmup <= 100000, "--warmup ", a.warmup,
+                   " is not valid; expected >= 0, or -1 for auto");
+  m.iterations = a.iterations;
+  m.warmup = a.warmup;
+  m.delay_us = eval::parse_delay_us(a.delay, "--delay");
+  m.loss_pct = eval::parse_loss_pct(a.loss, "--loss");
+  EXDYNA_CHECK_ARG(a.network == "emulated" || a.network == "model", "--network '", a.network,
+                   "' is not valid; expected emulated or model");
+  m.emulated = a.network == "emulated";
+  EXDYNA_CHECK_ARG(std::isfinite(a.timeout_s) && a.timeout_s > 0, "--timeout ", a.timeout_s,
+                   " is not valid; expected seconds > 0");
+  m.timeout_s = a.timeout_s;
+  if (!a.gather.empty())
+    m.extra_simulate_args.insert(m.extra_simulate_args.end(), {"--gather", a.gather});
+  if (a.blocks > 0)
+    m.extra_simulate_args.insert(m.extra_simulate_args.end(),
+                                 {"--blocks", std::to_string(a.blocks)});
+  return m;
+}
+
+void say(const std::string& line) {
+  std::cout << line << std::endl;  // progress is read live: flush every line
+}
+
+int report(const CompareArgs& a) {
+#ifdef EXDYNA_HAVE_REPORT
+  eval::ReportOptions ro;
+  ro.command_line = a.command_line;
+  ro.gnuplot = a.gnuplot;
+  const auto r = eval::write_report(a.out, ro);
+  say("report: " + r.report.string());
+  for (const auto& n : r.notes) say("  note: " + n);
+#else
+  say("report: not built in this tree (eval/report.hpp is missing); the measurements are in " +
+      a.out);
+#endif
+  return 0;
+}
+
+int train(const CompareArgs& a) {
+#ifdef EXDYNA_HAVE_REPORT
+  eval::EfficiencyOptions eo;
+  eo.exdyna_binary = self_exe();
+  eo.labels = a.sparsifiers;
+  if (a.quick) eo.epochs = 1, eo.train_limit = 640, eo.test_limit = 200;
+  const auto r = eval::run_efficiency(eo, a.out, say);
+  for (const auto& f : r.failed) say("  training failed: " + f);
+  return r.failed.empty() ? 0 : 1;
+#else
+  (void)a;
+  say("training efficiency: not built in this tree (eval/efficiency.hpp is missing)");
+  return 0;
+#endif
+}
+
+int run_compare(CompareArgs a) {
+  if (a.report_only) return report(a);
+  const auto m = matrix_options(a);
+  if (m.emulated) {
+    const auto why = eval::netns_unavailable_reason();
+    if (!why.empty()) {
+      std::cerr << "exdyna: compare: " << why << "; use --network model for the alpha-beta model "
+                << "instead\n";
+      return 2;
+    }
+    const int stale = eval::remove_stale_sets();
+    if (stale > 0) say("removed " + std::to_string(stale) + " namespaces left by a killed run");
+  }
+  const auto cells = eval::plan_cells(m);
+  say("compare: " + std::to_string(cells.size()) + " cells into " + a.out +
+      (m.emulated ? " (emulated hosts)" : " (model network)"));
+  const auto res = eval::run_matrix(m, say);
+  say("matrix: " + std::to_string(res.ran) + " cells run, " + std::to_string(res.kept) + " kept, " +
+      std::to_string(res.failed) + " failed in " + std::to_string(static_cast<int>(res.wall_s)) +
+      " s");
+  for (const auto& f : res.failures) std::cerr << "exdyna: compare: cell " << f << "\n";
+  int rc = res.failed > 0 ? 1 : 0;
+  if (!a.no_train) rc = std::max(rc, train(a));
+  report(a);
+  return rc;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, Action& action) {
+  auto args = std::make_shared<CompareArgs>();
+  auto& a = *args;
+  auto* sub = app.add_subcommand(
+      "compare",
+      "run the sparsifiers side by side on emulated hosts (network namespaces, tc-shaped links), "
+      "train them briefly, and write a report");
+  sub->add_option(
+         "--sparsifiers", a.sparsifiers,
+         "labels: dense, topk, cltk, hard-threshold, sidco, exdyna-paper, exdyna-exact "
+         "(exact controller, balance and worker cap auto), exdyna, exdyna-exact-paper-balance")
+      ->delimiter(',')
+      ->capture_default_str();
+  auto* o_w = sub->add_option("--workers", a.workers, "hosts (ranks) per setting")
+                  ->delimiter(',')
+                  ->capture_default_str();
+  auto* o_b = sub->add_option("--bandwidth", a.bandwidth, "link rates, e.g. 100mbit,1gbit,10gbit")
+                  ->delimiter(',')
+                  ->capture_default_str();
+  auto* o_d = sub->add_option("--density", a.density, "target densities")
+                  ->delimiter(',')
+                  ->capture_default_str();
+  auto* o_ng = sub->add_option("--n-grad", a.n_grad, "synthetic gradient length (ResNet-50: 25.6M)")
+                   ->capture_default_str();
+  auto* o_tr = sub->add_option("--trace", a.trace, "replay a recorded trace instead");
+  o_ng->excludes(o_tr);
+  sub->add_option("--compute-ms", a.compute_ms,
+                  "forward + backward time added to every iteration (not measured here)")
+      ->capture_default_str();
+  auto* o_it = sub->add_option("--iterations", a.iterations, "measured iterations per cell")
+                   ->capture_default_str();
+  sub->add_option("--warmup", a.warmup,
+                  "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna and "
+                  "CLT-k, whose roles rotate over the workers, else 2)")
+      ->capture_default_str();
+  sub->add_option("--delay", a.delay, "one-way delay of each link (needs sch_netem)")
+      ->capture_default_str();
+  sub->add_option("--loss", a.loss, "packet loss of each link, percent (needs sch_netem)")
+      ->capture_default_str();
+  sub->add_option("--out", a.out, "output directory")->capture_default_str();
+  sub->add_option("--network", a.network,
+                  "emulated (namespaces, needs root or CAP_NET_ADMIN) or model (alpha-beta)")
+      ->capture_default_str();
+  sub->add_flag("--quick", a.quick, "a 2x2 matrix (2,4 hosts x 1,10 gbit) at n_g = 2^20, d = 0.01");
+  sub->add_flag("--report-only", a.report_only, "regenerate the report from the files in --out");
+  sub->add_flag("--no-train", a.no_train, "skip the training-efficiency runs");
+  sub->add_option("--timeout", a.timeout_s, "seconds a collective may block")
+      ->capture_default_str();
+  sub->add_option("--gather", a.gather, "index all-gather of every cell: padded or exact");
+  sub->add_option("--blocks", a.blocks, "ExDyna: number of blocks n_b");
+  sub->add_option("--gnuplot", a.gnuplot, "gnuplot binary for the figures")->capture_default_str();
+  sub->callback([&action, args, o_w, o_b, o_d, o_ng, o_it] {
+    auto& a = *args;
+    if (a.quick) {
+      if (o_w->count() == 0) a.workers = {"2", "4"};
+      if (o_b->count() == 0) a.bandwidth = {"1gbit", "10gbit"};
+      if (o_d->count() == 0) a.density = {"0.01"};
+      if (o_ng->count() == 0) a.n_grad = 1 << 20;
+      if (o_it->count() == 0) a.iterations = 2;
+    }
+    a.command_line = "exdyna";
+    const auto argv = comm::self_argv();
+    for (std::size_t i = 1; i < argv.size(); ++i) a.command_line += " " + argv[i];
+    action = [args] { return run_compare(*args); };
+  });
+}
+
+}  // namespace exdyna::apps

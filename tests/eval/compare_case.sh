@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One case of `exdyna compare` from the command line: compare_case.sh EXDYNA CASE.
+# Exit 0: passed; 77: skipped (the reason printed); anything else: failed.
+set -uo pipefail
+exe=$1
+case_name=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect_bad ARGS...: exit status 2 and a message naming $want.
+expect_bad() {
+  "$exe" compare --no-train --out "$tmp/out" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then
+    echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1
+  fi
+  if ! grep -qF -- "$want" "$tmp/stderr"; then
+    echo "the message does not name '$want':"; cat "$tmp/stderr"; exit 1
+  fi
+  if [[ -e "$tmp/out/cells.csv" ]]; then echo "bad options still ran the matrix"; exit 1; fi
+}
+
+case "$case_name" in
+  bad_sparsifier) want="'foo'" expect_bad --sparsifiers topk,foo ;;
+  bad_bandwidth) want="'fast'" expect_bad --bandwidth 1gbit,fast ;;
+  bad_workers) want="--workers '0'" expect_bad --workers 0 ;;
+  bad_delay) want="'soon'" expect_bad --delay soon ;;
+  bad_network) want="'wifi'" expect_bad --network wifi ;;
+  quick)
+    if ! ip netns add "exdprobe$$" 2>"$tmp/probe"; then
+      echo "SKIP: cannot create network namespaces here: $(cat "$tmp/probe")"; exit 77
+    fi
+    ip netns delete "exdprobe$$"
+    "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr" &
+    pid=$!
+    wait $pid
+    rc=$?
+    cat "$tmp/stdout" "$tmp/stderr"
+    [[ $rc -eq 0 ]] || { echo "compare --quick exited $rc"; exit 1; }
+    left=$(ip netns list | grep -c "^exd${pid}-" || true)
+    [[ $left -eq 0 ]] || { echo "$left namespaces of the run are left"; ip netns list; exit 1; }
+    header=$(head -1 "$tmp/out/cells.csv")
+    [[ $header == sparsifier,label,workers,bandwidth_bps,delay_us,density,n_g,iterations,compute_ms,iter_ms,* ]] \
+      || { echo "cells.csv header: $header"; exit 1; }
+    # 2 worker counts x 2 bandwidths x 7 labels at one density.
+    rows=$(($(wc -l <"$tmp/out/cells.csv") - 1))
+    [[ $rows -eq 28 ]] || { echo "cells.csv has $rows rows, expected 28"; exit 1; }
+    for op in allreduce allgather-padded allgather-exact broadcast; do
+      grep -q "^4,10000000000,[^,]*,$op," "$tmp/out/comm.csv" || { echo "comm.csv lacks $op at 4 hosts, 10gbit"; exit 1; }
+    done
+    [[ -s "$tmp/out/cells/exdyna-exact-w4-b1gbit-d0.01/stats.csv" ]] || { echo "no stats.csv"; exit 1; }
+    # Every rank's own statistics (simulate --stats with {rank}): the slowest rank sets the pace.
+    [[ -s "$tmp/out/cells/cltk-w4-b1gbit-d0.01/logs/stats-r3.csv" ]] || { echo "no rank 3 stats"; exit 1; }
+    grep -q '"complete": true' "$tmp/out/cells/dense-w2-b10gbit/cell.json" || { echo "no cell.json"; exit 1; }
+    # A second run keeps every finished cell.
+    "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout2" 2>&1 || { cat "$tmp/stdout2"; exit 1; }
+    grep -q "resuming: 28 of 28 cells kept" "$tmp/stdout2" || { echo "not resumed:"; cat "$tmp/stdout2"; exit 1; }
+    ;;
+  *) echo "unknown case $case_name"; exit 1 ;;
+esac
+echo "ok"
