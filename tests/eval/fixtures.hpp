@@ -56,8 +56,11 @@ inline std::string cells_csv(const std::vector<FixtureCell>& cells) {
   return os.str();
 }
 
-// A stats.csv of `iters` iterations in the simulate format (the columns the report reads).
-inline std::string stats_csv(int iters, double density, double f_t, double threshold) {
+// A stats.csv of `iters` iterations in the simulate format (the columns the report reads): target
+// density `target`, actual density settling from 1.3 ratio x target to ratio x target.
+inline std::string stats_csv(int iters, double target, double ratio, double f_t,
+                             double threshold) {
+  const double density = target * ratio;
   std::ostringstream os;
   os << "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"
         "error,f_t,padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,"
@@ -65,7 +68,7 @@ inline std::string stats_csv(int iters, double density, double f_t, double thres
         "t_allgather,t_allreduce,t_broadcast,t_update,t_other,t_non_comm\n";
   for (int i = 0; i < iters; ++i) {
     const double d = density * (1.0 + 0.3 * std::exp(-i / 5.0));
-    os << i << ",2,1000000,1000," << density << ',' << threshold * (1 + 0.01 * i) << ',' << d * 1e6
+    os << i << ",2,1000000,1000," << target << ',' << threshold * (1 + 0.01 * i) << ',' << d * 1e6
        << ',' << d * 1e6 << ',' << d << ",0," << f_t << ",10," << 0.5 + 0.4 * std::exp(-i / 7.0)
        << ",16,8000,8000,0,40,16016,0.001,0.002,0.003,0.004,0,"
        << "0.0005,0.0001,0.0036\n";

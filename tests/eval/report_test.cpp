@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -51,11 +53,11 @@ fs::path tiny_matrix(const std::string& name) {
   testing::write(dir / "cells.csv", testing::cells_csv(cells));
   testing::write(dir / "comm.csv", testing::synthetic_comm(1e9, testing::kAlpha, testing::kBeta));
   // Two cells' per-iteration statistics, one with cell.json, one found by its directory name.
-  testing::write(dir / "cells" / "c1" / "stats.csv", testing::stats_csv(30, 0.01, 1.1, 0.02));
+  testing::write(dir / "cells" / "c1" / "stats.csv", testing::stats_csv(30, 0.01, 1.0, 1.1, 0.02));
   testing::write(dir / "cells" / "c1" / "cell.json",
                  R"({"label":"exdyna-exact","workers":4,"bandwidth_bps":1e9,"density":0.01})");
   testing::write(dir / "cells" / "topk-w4-b1gbit-d0.01" / "stats.csv",
-                 testing::stats_csv(30, 0.04, 1.0, NAN));
+                 testing::stats_csv(30, 0.01, 4.0, 1.0, NAN));
   return dir;
 }
 
@@ -102,6 +104,7 @@ TEST(Report, TinyMatrixNamesTheFastestAndDrawsEveryFigure) {
   EXPECT_TRUE(fs::exists(dir / "model.csv"));
   EXPECT_TRUE(fs::exists(dir / "model_fit.csv"));
   EXPECT_NE(md.find("within +-20 %"), std::string::npos);
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 TEST(Report, CombinesEfficiencyWithTheEmulatedIterationTime) {
@@ -123,6 +126,7 @@ TEST(Report, CombinesEfficiencyWithTheEmulatedIterationTime) {
   EXPECT_TRUE(fs::exists(dir / "fig-accuracy-time-cnn.png"));
   EXPECT_TRUE(fs::exists(dir / "fig-time-to-accuracy-cnn.png"));
   EXPECT_EQ(res.figures.size(), 11u);
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 TEST(Report, MalformedCellsCsvIsRefusedNamingTheFile) {
@@ -136,6 +140,7 @@ TEST(Report, MalformedCellsCsvIsRefusedNamingTheFile) {
   }
   fs::remove(dir / "cells.csv");
   EXPECT_THROW(write_report(dir, {}), DataError);
+  fs::remove_all(dir);
 }
 
 TEST(Efficiency, CommandsSelectEachVariant) {
@@ -172,6 +177,7 @@ TEST(Efficiency, EvalCsvBecomesEfficiencyRows) {
                  "1,40,3.9,5.1,5.0,nan,148.4\n");
   EXPECT_EQ(efficiency_rows("lstm", "dense", dir / "eval.csv"),
             "lstm,dense,40,1,perplexity,148.4\n");
+  fs::remove_all(dir);
 }
 
 #ifdef EXDYNA_TOOL
@@ -197,8 +203,31 @@ TEST(Efficiency, RealTrainingRunsWriteEfficiencyCsv) {
   EXPECT_EQ(t.text(1, "metric"), "test_accuracy");
   EXPECT_GT(t.num(1, "value"), 0.1);  // better than chance after two epochs
   EXPECT_EQ(progress.size(), 1u);
+  if (!HasFailure()) fs::remove_all(dir);
 }
 #endif
 
 }  // namespace
 }  // namespace exdyna::eval
+
+#ifdef EXDYNA_TOOL
+namespace exdyna::eval {
+namespace {
+// A debugging entry point, disabled by default: the default training-efficiency part (seven
+// labels, the CNN) into $EXDYNA_EVAL_OUT, then the report there when cells.csv exists. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*DefaultEfficiency*'.
+TEST(Efficiency, DISABLED_DefaultEfficiencyIntoOutDir) {
+  const char* out = std::getenv("EXDYNA_EVAL_OUT");
+  ASSERT_TRUE(out) << "set EXDYNA_EVAL_OUT";
+  EfficiencyOptions o;
+  o.exdyna_binary = EXDYNA_TOOL;
+  if (const char* w = std::getenv("EXDYNA_EVAL_WORKLOAD")) o.workload = w;
+  const auto res =
+      run_efficiency(o, out, [](const std::string& l) { std::printf("%s\n", l.c_str()); });
+  std::printf("training part: %.1f s\n", res.wall_s);
+  for (const auto& f : res.failed) ADD_FAILURE() << f;
+  if (fs::exists(fs::path(out) / "cells.csv")) write_report(out, {});
+}
+}  // namespace
+}  // namespace exdyna::eval
+#endif

@@ -49,6 +49,7 @@ TEST(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
     EXPECT_LT(f.rel_rms, 1e-4);  // the CSV keeps 6 significant digits
     EXPECT_EQ(f.points, 3 * 8);  // W = 2, 4, 8 x 4 KiB .. 64 MiB in steps of 4
   }
+  fs::remove_all(dir);
 }
 
 TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
@@ -211,6 +212,7 @@ TEST(Measurements, MalformedCellsCsvIsRefusedNamingFileAndLine) {
   msg = error_of([&] { read_cells(dir / "cells.csv"); });
   EXPECT_NE(msg.find("cells.csv line 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'workers'"), std::string::npos) << msg;
+  fs::remove_all(dir);
 }
 
 TEST(Measurements, ParsesRatesAndCellDirectoryNames) {
@@ -228,6 +230,7 @@ TEST(Measurements, ParsesRatesAndCellDirectoryNames) {
   EXPECT_EQ(k.workers, 8);
   EXPECT_EQ(k.bandwidth_bps, 1e9);
   EXPECT_EQ(k.density, 0.001);
+  fs::remove_all(dir);
 }
 
 }  // namespace

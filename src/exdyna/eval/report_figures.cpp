@@ -235,7 +235,7 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
   const auto n = std::to_string(labels.size());
   f.plot =
       "set xlabel 'workers W'; set ylabel 'selection time per iteration (ms)'; set logscale "
-      "xy 2; set format y '%g'; set xtics 2;\n"
+      "x 2; set logscale y 10; set format y '%g'; set xtics 2;\n"
       "plot for [i=1:" +
       n +
       "] 'DATA' using 1:(column(1+i)) with points pt 7 ps 1.3 lc i "
@@ -324,16 +324,14 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
   f.csv = os.str();
   const auto n = std::to_string(labels.size());
   f.plot =
-      "set xlabel 'workers W'; set ylabel 'iteration time (ms)'; set logscale xy 2; set "
-      "format y '%g'; set xtics 2;\n"
+      "set xlabel 'workers W'; set ylabel 'iteration time (ms)'; set logscale x 2; set "
+      "logscale y 10; set format y '%g'; set xtics 2;\n"
       "plot for [i=1:" +
-      n +
-      "] 'DATA' using 1:(column(1+i)) with lines lw 2 lc i title "
-      "columnheader(1+i), for [i=1:" +
-      n + "] 'DATA' using 1:(column(1+" + n +
-      "+i)) with "
-      "points pt 7 ps 1.3 lc i title columnheader(1+" +
-      n + "+i)";
+      n + "] 'DATA' using 1:(column(1+i)) with lines lw 2 lc i title columnheader(1+i)";
+  // Measured points only where this rate was measured (no empty legend entries).
+  if (!meas.empty())
+    f.plot += ", for [i=1:" + n + "] 'DATA' using 1:(column(1+" + n +
+              "+i)) with points pt 7 ps 1.3 lc i title columnheader(1+" + n + "+i)";
   return f;
 }
 
@@ -411,6 +409,7 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
      << base << ".gp\n"
      << "set terminal " << terminal << "\nset output " << gp_string(base + ".png.tmp") << "\n"
      << "set datafile separator ','\nset termoption noenhanced\nset grid\n"
+     << "set key autotitle columnhead\n"
      << "set key outside right top\nset title " << gp_string(f.title) << "\n"
      << body << "\nset output\n";
   write_text_file(dir / (base + ".gp"), gp.str());
