@@ -58,8 +58,7 @@ inline std::string cells_csv(const std::vector<FixtureCell>& cells) {
 
 // A stats.csv of `iters` iterations in the simulate format (the columns the report reads): target
 // density `target`, actual density settling from 1.3 ratio x target to ratio x target.
-inline std::string stats_csv(int iters, double target, double ratio, double f_t,
-                             double threshold) {
+inline std::string stats_csv(int iters, double target, double ratio, double f_t, double threshold) {
   const double density = target * ratio;
   std::ostringstream os;
   os << "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"

@@ -228,6 +228,15 @@ TEST(Efficiency, DISABLED_DefaultEfficiencyIntoOutDir) {
   for (const auto& f : res.failed) ADD_FAILURE() << f;
   if (fs::exists(fs::path(out) / "cells.csv")) write_report(out, {});
 }
+
+// The report alone on $EXDYNA_EVAL_OUT (a debugging entry point, disabled by default).
+TEST(Report, DISABLED_ReportOnOutDir) {
+  const char* out = std::getenv("EXDYNA_EVAL_OUT");
+  ASSERT_TRUE(out) << "set EXDYNA_EVAL_OUT";
+  const auto res = write_report(out, {});
+  for (const auto& n : res.notes) std::printf("note: %s\n", n.c_str());
+  EXPECT_FALSE(res.figures.empty());
+}
 }  // namespace
 }  // namespace exdyna::eval
 #endif

@@ -238,7 +238,7 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
       "x 2; set logscale y 10; set format y '%g'; set xtics 2;\n"
       "plot for [i=1:" +
       n +
-      "] 'DATA' using 1:(column(1+i)) with points pt 7 ps 1.3 lc i "
+      "] 'DATA' using 1:(column(1+i)) with points pt (2*i+3) ps 1.4 lc i "
       "title columnheader(1+i), for [i=1:" +
       n + "] 'DATA' using 1:(column(1+" + n +
       "+i)) with lines lw 1.5 dt 2 lc i title columnheader(1+" + n + "+i)";
@@ -331,7 +331,7 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
   // Measured points only where this rate was measured (no empty legend entries).
   if (!meas.empty())
     f.plot += ", for [i=1:" + n + "] 'DATA' using 1:(column(1+" + n +
-              "+i)) with points pt 7 ps 1.3 lc i title columnheader(1+" + n + "+i)";
+              "+i)) with points pt (2*i+3) ps 1.4 lc i title columnheader(1+" + n + "+i)";
   return f;
 }
 
@@ -410,6 +410,12 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
      << "set terminal " << terminal << "\nset output " << gp_string(base + ".png.tmp") << "\n"
      << "set datafile separator ','\nset termoption noenhanced\nset grid\n"
      << "set key autotitle columnhead\n"
+     // Eight colours that stay apart on white and for colour-blind readers (no yellow).
+     << "set linetype 1 lc rgb '#000000'\nset linetype 2 lc rgb '#E69F00'\n"
+     << "set linetype 3 lc rgb '#56B4E9'\nset linetype 4 lc rgb '#009E73'\n"
+     << "set linetype 5 lc rgb '#D55E00'\nset linetype 6 lc rgb '#0072B2'\n"
+     << "set linetype 7 lc rgb '#CC79A7'\nset linetype 8 lc rgb '#999999'\n"
+     << "set linetype cycle 8\n"
      << "set key outside right top\nset title " << gp_string(f.title) << "\n"
      << body << "\nset output\n";
   write_text_file(dir / (base + ".gp"), gp.str());
