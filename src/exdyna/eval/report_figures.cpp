@@ -116,8 +116,10 @@ Figure density_figure(const SeriesByLabel& series, const Setting& s) {
     const double t = c.target_density[i];
     return t > 0 ? c.density[i] / t : std::nan("");
   });
-  f.plot = "set xlabel 'iteration'; set ylabel 'actual density / target'; set logscale y;\n" +
-           lines_of_columns(labels.size());
+  f.plot =
+      "set xlabel 'iteration'; set ylabel 'actual density / target'; set logscale y; "
+      "set offsets 0, 0, graph 0.05, graph 0.05;\n" +
+      lines_of_columns(labels.size());
   return f;
 }
 
@@ -131,7 +133,10 @@ Figure f_t_figure(const SeriesByLabel& series, const Setting& s) {
       "the values actually selected. 1 is perfect balance.";
   f.csv = per_iteration_csv(series, labels,
                             [](const CellSeries& c, std::size_t i) { return c.f_t[i]; });
-  f.plot = "set xlabel 'iteration'; set ylabel 'f(t)';\n" + lines_of_columns(labels.size());
+  // Offsets keep lines at the data's extremes (f(t) = 1) off the border.
+  f.plot =
+      "set xlabel 'iteration'; set ylabel 'f(t)'; set offsets 0, 0, graph 0.05, graph 0.05;\n" +
+      lines_of_columns(labels.size());
   return f;
 }
 
