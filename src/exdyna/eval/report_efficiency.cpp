@@ -142,7 +142,7 @@ std::string workload_md(const std::string& name, const Workload& w,
   }
   acc.csv = acsv.str();
   const auto n = std::to_string(plotted.size());
-  acc.plot = "set xlabel 'emulated training time (s)'; set ylabel '" + w.metric +
+  acc.plot = "set xlabel 'emulated training time (s)'; set logscale x; set ylabel '" + w.metric +
              "'; set key outside right top;\nplot for [i=1:" + n +
              "] 'DATA' using (column(2*i)):(column(2*i+1)) with linespoints lw 2 pt 7 title "
              "columnheader(2*i+1)";
