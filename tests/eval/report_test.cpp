@@ -159,8 +159,12 @@ TEST(Efficiency, CommandsSelectEachVariant) {
             std::string::npos);
   EXPECT_NE(joined("topk", o).find("--sparsifier topk --workers 2"), std::string::npos);
   EXPECT_NE(joined("topk", o).find("--no-plots --no-progress"), std::string::npos);
+  EXPECT_NE(joined("topk", o).find("--epochs 6 "), std::string::npos);  // the CNN's default
   o.workload = "lstm";
   EXPECT_NE(joined("dense", o).find("--model lstm --dataset text"), std::string::npos);
+  EXPECT_NE(joined("dense", o).find("--epochs 3 "), std::string::npos);  // the LSTM's default
+  o.epochs = 5;
+  EXPECT_NE(joined("dense", o).find("--epochs 5 "), std::string::npos);
   o.workload = "resnet";
   EXPECT_THROW(run_efficiency(o, "/nonexistent"), InvalidArgument);
 }

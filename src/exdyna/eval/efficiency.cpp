@@ -54,13 +54,19 @@ void validate(const EfficiencyOptions& o) {
   EXDYNA_CHECK_ARG(o.workload == "cnn" || o.workload == "lstm", "--train-workload '", o.workload,
                    "' is not valid; expected cnn or lstm");
   EXDYNA_CHECK_ARG(o.workers >= 1, "--train-workers ", o.workers, " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(o.epochs >= 1, "--train-epochs ", o.epochs, " is not valid; expected >= 1");
+  EXDYNA_CHECK_ARG(o.epochs >= 0, "--train-epochs ", o.epochs,
+                   " is not valid; expected >= 1 (0: the workload's default)");
   EXDYNA_CHECK_ARG(o.density > 0 && o.density <= 1, "--train-density ", o.density,
                    " is not valid; expected in (0, 1]");
   EXDYNA_CHECK_ARG(!o.labels.empty(), "efficiency: no labels to train");
 }
 
 }  // namespace
+
+int epochs_of(const EfficiencyOptions& o) {
+  if (o.epochs > 0) return o.epochs;
+  return o.workload == "lstm" ? 3 : 6;
+}
 
 std::vector<std::string> train_command(const EfficiencyOptions& o, const std::string& label,
                                        const fs::path& run_dir) {
@@ -75,7 +81,7 @@ std::vector<std::string> train_command(const EfficiencyOptions& o, const std::st
   if (o.workload == "lstm") a.insert(a.end(), {"--model", "lstm", "--dataset", "text"});
   a.insert(a.end(),
            {"--workers", std::to_string(o.workers), "--density", num_text(o.density), "--epochs",
-            std::to_string(o.epochs), "--batch-size", std::to_string(o.batch_size)});
+            std::to_string(epochs_of(o)), "--batch-size", std::to_string(o.batch_size)});
   if (o.train_limit > 0) a.insert(a.end(), {"--train-limit", std::to_string(o.train_limit)});
   if (o.test_limit > 0) a.insert(a.end(), {"--test-limit", std::to_string(o.test_limit)});
   if (o.max_steps > 0) a.insert(a.end(), {"--max-steps", std::to_string(o.max_steps)});

@@ -23,9 +23,11 @@ struct EfficiencyOptions {
   std::string workload = "cnn";
   int workers = 2;
   double density = 0.01;
-  // Defaults measured to keep the CNN's seven runs near 2 minutes on 2 cores: 3200 training
-  // samples, 6 epochs of 50 steps at batch 32 per worker, evaluated on 1000 test samples.
-  int epochs = 6;
+  // Defaults measured to keep the CNN's seven runs near 2 minutes on 2 cores (137.6 s for the
+  // seven labels here): 3200 training samples, 6 epochs of 50 steps at batch 32 per worker,
+  // evaluated on 1000 test samples. epochs = 0: the workload's default, 6 for cnn, 3 for lstm
+  // (19 steps per epoch on the embedded corpus, ~70 s per label here, ~8 minutes for seven).
+  int epochs = 0;
   std::int64_t train_limit = 3200, test_limit = 1000, max_steps = 0;
   int batch_size = 32;
   std::string data_dir;                 // empty: the tool's default
@@ -40,6 +42,9 @@ struct EfficiencyResult {
 
 // Progress lines ("train cnn topk (2/7) ...").
 using EfficiencyProgress = std::function<void(const std::string&)>;
+
+// The epochs a run makes: opts.epochs, or the workload's default when 0.
+int epochs_of(const EfficiencyOptions& opts);
 
 // The command line of one label's run, writing into run_dir.
 std::vector<std::string> train_command(const EfficiencyOptions& opts, const std::string& label,

@@ -160,7 +160,10 @@ const char* kModelMethod =
     "ones at the nearest measured W; for W beyond the measured ones, exdyna-exact's f(t) is its "
     "worker cap, the Poisson floor 1 + sqrt(2 ln W / (k/W)), and exdyna-paper's the larger of "
     "its measured f(t) and that floor. CLT-k: broadcast of the leader's 4k bytes of indices + "
-    "all-reduce of k values.\n";
+    "all-reduce of k values. Where the cells' non-communication time is rank 0's mean, CLT-k's "
+    "leader selection counts there once in W iterations, while on real hosts every iteration "
+    "waits for it at the broadcast: the model puts it on every iteration's critical path, so for "
+    "CLT-k the model exceeds such a measurement by about (W-1)/W of the leader's selection.\n";
 
 std::string model_md(const ScaleModel& model, const std::vector<ModelError>& errors) {
   std::ostringstream os;
