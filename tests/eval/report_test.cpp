@@ -129,6 +129,29 @@ TEST(Report, CombinesEfficiencyWithTheEmulatedIterationTime) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+TEST(Report, PartialMatrixIsReportedAndStillDrawn) {
+  if (!gnuplot_available()) GTEST_SKIP() << "gnuplot is not installed";
+  const auto dir = tiny_matrix("partial");
+  // Drop exdyna-paper at 4 workers and dense at 2 (as an interrupted matrix leaves it).
+  std::istringstream in(slurp(dir / "cells.csv"));
+  std::string kept, line;
+  while (std::getline(in, line))
+    if (line.rfind("exdyna,exdyna-paper,4,", 0) != 0 && line.rfind("dense,dense,2,", 0) != 0)
+      kept += line + "\n";
+  testing::write(dir / "cells.csv", kept);
+  const auto res = write_report(dir, {});
+  const auto md = slurp(dir / "report.md");
+  EXPECT_NE(md.find("**the matrix is partial**, 2 cells missing"), std::string::npos) << md;
+  EXPECT_NE(md.find("exdyna-paper at 4 workers, 1 Gbit/s, d = 0.01"), std::string::npos);
+  EXPECT_NE(md.find("| 2 | 1 Gbit/s | 0.01 | 1000000 | **topk** | 20.000 | exdyna-exact (1.20x) | "
+                    "not run |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(res.figures.size(), 9u);
+  for (const auto& f : res.figures) EXPECT_GT(fs::file_size(f), 1000u) << f;
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 TEST(Report, MalformedCellsCsvIsRefusedNamingTheFile) {
   const auto dir = tiny_matrix("bad");
   testing::write(dir / "cells.csv", slurp(dir / "cells.csv") + "dense,dense,8\n");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "exdyna/core/error.hpp"
 
@@ -82,17 +83,15 @@ std::vector<std::string> ordered_labels(std::vector<std::string> labels) {
 }
 
 Setting headline_setting(const std::vector<MeasuredCell>& cells) {
+  // A measured cell, so that a partial matrix still has data there: the largest W first, then the
+  // slowest link, the smallest d, the largest n_g.
   Setting s;
-  for (const auto& c : cells) {
-    if (s.workers == 0) {
-      s = {c.workers, c.bandwidth_bps, c.density, c.n_g};
-      continue;
-    }
-    s.workers = std::max(s.workers, c.workers);
-    s.bandwidth_bps = std::min(s.bandwidth_bps, c.bandwidth_bps);
-    s.density = std::min(s.density, c.density);
-    s.n_g = std::max(s.n_g, c.n_g);
-  }
+  auto better = [](const MeasuredCell& c, const Setting& b) {
+    return std::make_tuple(-c.workers, c.bandwidth_bps, c.density, -c.n_g) <
+           std::make_tuple(-b.workers, b.bandwidth_bps, b.density, -b.n_g);
+  };
+  for (const auto& c : cells)
+    if (s.workers == 0 || better(c, s)) s = {c.workers, c.bandwidth_bps, c.density, c.n_g};
   return s;
 }
 
@@ -446,6 +445,10 @@ std::string figure_md(const fs::path& dir, const Figure& f, const std::string& g
                       const std::string& regenerate, std::vector<fs::path>& drawn,
                       std::vector<std::string>& notes) {
   if (f.name.empty()) return "";
+  if (std::count(f.csv.begin(), f.csv.end(), '\n') < 2) {
+    notes.push_back("no data for " + f.title);
+    return "### " + f.title + "\n\n*No measured cell at this setting: not drawn.*\n\n";
+  }
   std::string why;
   const auto png = draw_figure(dir, f, gnuplot, &why);
   std::ostringstream os;

@@ -21,8 +21,8 @@ struct Figure {
   std::string plot;     // gnuplot commands after the common set-up; `DATA` stands for the CSV
 };
 
-// The setting the single-setting figures show: the largest W, the slowest link, the smallest d,
-// the largest n_g among the cells.
+// The setting the single-setting figures show: of the measured cells, the one with the largest W,
+// then the slowest link, the smallest d, the largest n_g.
 struct Setting {
   int workers = 0;
   double bandwidth_bps = 0, density = 0;
