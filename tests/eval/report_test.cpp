@@ -152,6 +152,20 @@ TEST(Report, PartialMatrixIsReportedAndStillDrawn) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+TEST(Report, WithoutGnuplotTheReportIsWrittenAndSaysWhy) {
+  const auto dir = tiny_matrix("nognuplot");
+  ReportOptions o;
+  o.gnuplot = "/nonexistent/gnuplot";
+  const auto res = write_report(dir, o);
+  EXPECT_TRUE(res.figures.empty());
+  const auto md = slurp(dir / "report.md");
+  EXPECT_NE(md.find("*Not drawn: gnuplot did not draw fig-select.png"), std::string::npos) << md;
+  EXPECT_NE(md.find("**exdyna-exact**"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "fig-select.csv"));  // the data are there to plot elsewhere
+  EXPECT_FALSE(fs::exists(dir / "fig-select.png"));
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 TEST(Report, MalformedCellsCsvIsRefusedNamingTheFile) {
   const auto dir = tiny_matrix("bad");
   testing::write(dir / "cells.csv", slurp(dir / "cells.csv") + "dense,dense,8\n");

@@ -397,7 +397,9 @@ std::string gp_string(const std::string& s) {
 
 fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gnuplot,
                      std::string* why) {
-  static std::string terminal;
+  // Asked once per gnuplot binary: pngcairo where it has it (anti-aliased), else libgd's png.
+  static std::map<std::string, std::string> terminals;
+  auto& terminal = terminals[gnuplot];
   if (terminal.empty()) {
     const auto terms = run_capture(quote(gnuplot) + " -e 'set terminal' 2>&1");
     terminal = terms.find("pngcairo") != std::string::npos ? "pngcairo size 1000,600 font ',11'"
