@@ -244,6 +244,8 @@ TEST(Efficiency, RealTrainingRunsWriteEfficiencyCsv) {
   EXPECT_EQ(t.text(1, "metric"), "test_accuracy");
   EXPECT_GT(t.num(1, "value"), 0.1);  // better than chance after two epochs
   EXPECT_EQ(progress.size(), 1u);
+  const auto cmd = slurp(dir / "train" / "cnn-exdyna-exact" / "command.txt");
+  EXPECT_NE(cmd.find(" train --sparsifier exdyna --controller exact"), std::string::npos) << cmd;
   if (!HasFailure()) fs::remove_all(dir);
 }
 #endif

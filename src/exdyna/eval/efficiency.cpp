@@ -50,6 +50,16 @@ std::string tail_of(const fs::path& file, std::size_t chars) {
   return s.size() > chars ? s.substr(s.size() - chars) : s;
 }
 
+// A word as a POSIX shell reads it back (quoted only when it needs to be).
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=,:+") == std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 void validate(const EfficiencyOptions& o) {
   EXDYNA_CHECK_ARG(o.workload == "cnn" || o.workload == "lstm", "--train-workload '", o.workload,
                    "' is not valid; expected cnn or lstm");
@@ -126,6 +136,12 @@ EfficiencyResult run_efficiency(const EfficiencyOptions& o, const fs::path& out_
            << ")";
       progress(line.str());
     }
+    std::string cmd;
+    for (const auto& a : argv) {
+      if (!cmd.empty()) cmd += ' ';
+      cmd += shell_word(a);
+    }
+    write_text_file(dir / "command.txt", cmd + "\n");
     const int rc = run_to_log(argv, dir / "train.log");
     const auto eval = dir / "eval.csv";
     if (rc != 0 || !fs::exists(eval)) {

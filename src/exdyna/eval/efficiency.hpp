@@ -55,7 +55,8 @@ std::vector<std::string> train_command(const EfficiencyOptions& opts, const std:
 std::string efficiency_rows(const std::string& workload, const std::string& label,
                             const std::filesystem::path& eval_csv);
 
-// Runs every label (each in out_dir/train/<workload>-<label>, its output in train.log there) and
+// Runs every label (each in out_dir/train/<workload>-<label>, its command line in command.txt and
+// its output in train.log there) and
 // writes out_dir/efficiency.csv: this workload's rows replace any earlier ones, other workloads'
 // rows are kept. A run that fails is listed in the result, not thrown; bad options throw
 // InvalidArgument.

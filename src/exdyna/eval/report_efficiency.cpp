@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -152,6 +153,16 @@ std::string workload_md(const std::string& name, const Workload& w,
       "set ylabel 'time to target (s)'; set xtics rotate by -25; unset key;\n"
       "plot 'DATA' using 2:xtic(1)";
   os << '\n';
+  // The command of one run, as the pattern of all (each run's is in its directory).
+  for (const auto& l : {std::string("exdyna-exact"), labels.front()}) {
+    std::ifstream cmd(out_dir / "train" / (name + "-" + l) / "command.txt");
+    std::string line;
+    if (cmd && std::getline(cmd, line)) {
+      os << "Each run's command is in `train/" << name << "-<label>/command.txt`; " << l << "'s: `"
+         << line << "`\n\n";
+      break;
+    }
+  }
   if (!plotted.empty())
     os << figure_md(out_dir, acc, opts.gnuplot, regen, drawn, notes)
        << figure_md(out_dir, tta, opts.gnuplot, regen, drawn, notes);

@@ -26,7 +26,10 @@ std::string cell_or_nan(double v) {
 // gnuplot's word list of labels for `for [l in "..."]`.
 std::string words(const std::vector<std::string>& labels) {
   std::string w;
-  for (const auto& l : labels) w += (w.empty() ? "" : " ") + l;
+  for (const auto& l : labels) {
+    if (!w.empty()) w += ' ';
+    w += l;
+  }
   return w;
 }
 
