@@ -67,6 +67,43 @@ TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
   EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.03 * kBeta);
 }
 
+TEST(FitLinks, DropsAStalledSweepPoint) {
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  pts[1].time_s *= 8;  // one small call stalled by the shared machine
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].points, 23);
+  EXPECT_NEAR(fits[0].alpha_s, kAlpha, 0.01 * kAlpha);
+  EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.01 * kBeta);
+  EXPECT_TRUE(fits[0].beta_from.empty());
+}
+
+TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
+  // Broadcast measured only up to 2 KiB (latency-bound, with 5 % noise): its beta comes from
+  // the all-reduce on the same link, and alpha is refitted.
+  std::vector<CommPoint> pts;
+  int i = 0;
+  for (int w : {2, 4, 8}) {
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+    for (double m = 256; m <= 2048; m *= 2, ++i)
+      pts.push_back({w, 1e9, 50, "broadcast", m,
+                     collective_time(CostForm::kBinomialBroadcast, kAlpha, kBeta, w, m) *
+                         (i % 2 ? 1.05 : 0.95)});
+  }
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 2u);
+  const auto& bc = fits[0].op == "broadcast" ? fits[0] : fits[1];
+  EXPECT_EQ(bc.beta_from, "allreduce");
+  EXPECT_NEAR(bc.beta_s_per_byte, kBeta, 0.01 * kBeta);
+  EXPECT_NEAR(bc.alpha_s, kAlpha, 0.06 * kAlpha);
+}
+
 // A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8.
 ScaleModel fixture_model() {
   std::vector<CommPoint> comm;

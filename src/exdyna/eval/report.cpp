@@ -168,14 +168,15 @@ const char* kModelMethod =
 std::string model_md(const ScaleModel& model, const std::vector<ModelError>& errors) {
   std::ostringstream os;
   os << kModelMethod << "\nFitted collectives (`model_fit.csv`):\n\n"
-     << "| op | link | delay (us) | alpha (us) | 1/beta (MB/s) | link efficiency | points | rel. "
-        "RMS |\n|---|---|---|---|---|---|---|---|\n";
+     << "| op | link | delay (us) | alpha (us) | 1/beta (MB/s) | link efficiency | beta from | "
+        "points | rel. RMS |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : model.links())
     os << "| " << f.op << " | " << rate_text(f.bandwidth_bps) << " | " << num_text(f.delay_us)
        << " | " << fmt("%.1f", f.alpha_s * 1e6) << " | "
        << (f.beta_s_per_byte > 0 ? fmt("%.1f", 1e-6 / f.beta_s_per_byte) : "—") << " | "
-       << fmt("%.2f", f.link_efficiency) << " | " << f.points << " | "
-       << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
+       << fmt("%.2f", f.link_efficiency) << " | "
+       << (f.beta_from.empty() ? std::string("own sweep") : f.beta_from) << " | " << f.points
+       << " | " << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
   os << "\nPer-element costs per label:\n\n| label | selection (ns/element) | other non-comm "
         "(ns/element) | compute (ms) | cells |\n|---|---|---|---|---|\n";
   for (const auto& l : ordered_labels(model.labels()))

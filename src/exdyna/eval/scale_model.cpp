@@ -64,50 +64,115 @@ double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, in
   return xa * alpha_s + xb * beta_s_per_byte;
 }
 
+namespace {
+
+// One sweep point as the regressors of its form, for the relative least squares.
+struct Row {
+  double xa, xb, t;
+};
+
+// Least squares of t = xa alpha + xb beta on relative residuals (every row divided by t). With
+// fixed_beta >= 0 only alpha is fitted. A negative coefficient (noise at one size only) is clamped
+// to 0 and the other refitted.
+void solve(const std::vector<Row>& rows, double fixed_beta, double& alpha, double& beta) {
+  double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
+  for (const auto& r : rows) {
+    const double xa = r.xa / r.t, xb = r.xb / r.t;
+    saa += xa * xa, sab += xa * xb, sbb += xb * xb, sa += xa, sb += xb;
+  }
+  if (fixed_beta >= 0) {
+    beta = fixed_beta;
+    alpha = saa > 0 ? std::max(0.0, (sa - beta * sab) / saa) : 0;
+    return;
+  }
+  const double det = saa * sbb - sab * sab;
+  const bool ok = std::abs(det) > 1e-12 * saa * sbb;
+  alpha = ok ? (sa * sbb - sb * sab) / det : 0;
+  beta = ok ? (saa * sb - sab * sa) / det : 0;
+  if (!(alpha > 0)) alpha = 0, beta = sbb > 0 ? sb / sbb : 0;
+  if (!(beta > 0)) beta = 0, alpha = saa > 0 ? sa / saa : 0;
+}
+
+double relative_residual(const Row& r, double alpha, double beta) {
+  return (r.xa * alpha + r.xb * beta - r.t) / r.t;
+}
+
+double rms_of(const std::vector<Row>& rows, double alpha, double beta) {
+  double ss = 0;
+  for (const auto& r : rows) ss += std::pow(relative_residual(r, alpha, beta), 2);
+  return rows.empty() ? 0 : std::sqrt(ss / static_cast<double>(rows.size()));
+}
+
+// Fits, then drops the points more than 3 times the median relative residual off (and over 10 %:
+// a sweep point hit by a stall of the shared machine) and fits again on the rest.
+void robust_solve(std::vector<Row>& rows, double fixed_beta, double& alpha, double& beta) {
+  solve(rows, fixed_beta, alpha, beta);
+  if (rows.size() < 6) return;
+  std::vector<double> res;
+  for (const auto& r : rows) res.push_back(std::abs(relative_residual(r, alpha, beta)));
+  auto sorted = res;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const double cut = std::max(0.1, 3 * sorted[sorted.size() / 2]);
+  std::vector<Row> kept;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (res[i] <= cut) kept.push_back(rows[i]);
+  if (kept.size() < rows.size() && kept.size() >= 3) {
+    rows = std::move(kept);
+    solve(rows, fixed_beta, alpha, beta);
+  }
+}
+
+}  // namespace
+
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
-  std::map<std::tuple<std::string, double, double>, std::vector<const CommPoint*>> groups;
+  std::map<std::tuple<std::string, double, double>, std::vector<Row>> groups;
   for (const auto& p : points)
-    if (p.workers > 1) groups[{p.op, p.bandwidth_bps, p.delay_us}].push_back(&p);
-  std::vector<LinkFit> out;
-  for (const auto& [key, pts] : groups) {
-    const CostForm form = cost_form(std::get<0>(key));
-    // Weighted least squares on relative residuals: every row divided by its measured time.
-    double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
-    for (const auto* p : pts) {
-      auto [xa, xb] = regressors(form, p->workers, p->bytes);
-      xa /= p->time_s;
-      xb /= p->time_s;
-      saa += xa * xa, sab += xa * xb, sbb += xb * xb, sa += xa, sb += xb;
+    if (p.workers > 1) {
+      const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+      groups[{p.op, p.bandwidth_bps, p.delay_us}].push_back({xa, xb, p.time_s});
     }
+  std::vector<LinkFit> out;
+  std::vector<std::vector<Row>> kept;
+  for (auto& [key, rows] : groups) {
     LinkFit f;
     f.op = std::get<0>(key);
     f.bandwidth_bps = std::get<1>(key);
     f.delay_us = std::get<2>(key);
-    f.points = static_cast<int>(pts.size());
-    const double det = saa * sbb - sab * sab;
-    if (std::abs(det) > 1e-12 * saa * sbb) {
-      f.alpha_s = (sa * sbb - sb * sab) / det;
-      f.beta_s_per_byte = (saa * sb - sab * sa) / det;
-    }
-    // A negative coefficient (noise at one size only) is clamped to 0 and the other refitted.
-    if (!(f.alpha_s > 0) || std::abs(det) <= 1e-12 * saa * sbb) {
-      f.alpha_s = 0;
-      f.beta_s_per_byte = sbb > 0 ? sb / sbb : 0;
-    }
-    if (!(f.beta_s_per_byte > 0)) {
-      f.beta_s_per_byte = 0;
-      f.alpha_s = saa > 0 ? sa / saa : 0;
-    }
-    f.link_efficiency = f.beta_s_per_byte > 0 ? (8.0 / f.bandwidth_bps) / f.beta_s_per_byte : 0;
-    double ss = 0;
-    for (const auto* p : pts) {
-      const double e =
-          (collective_time(form, f.alpha_s, f.beta_s_per_byte, p->workers, p->bytes) - p->time_s) /
-          p->time_s;
-      ss += e * e;
-    }
-    f.rel_rms = std::sqrt(ss / static_cast<double>(pts.size()));
+    robust_solve(rows, -1, f.alpha_s, f.beta_s_per_byte);
+    f.points = static_cast<int>(rows.size());
     out.push_back(f);
+    kept.push_back(rows);
+  }
+  // beta belongs to the link, not the op: where an op's sweep did not pin it (its sizes too small,
+  // or a beta faster than the wire), take the link's beta from an op that did (all-reduce first,
+  // it has the largest sizes) and refit alpha alone.
+  // Pinned: the bandwidth term is at least 30 % of the largest call's time.
+  std::vector<bool> pinned(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& f = out[i];
+    double share = 0;
+    for (const auto& r : kept[i]) share = std::max(share, r.xb * f.beta_s_per_byte / r.t);
+    pinned[i] = f.beta_s_per_byte > 0 && share >= 0.3 &&
+                (8.0 / f.bandwidth_bps) / f.beta_s_per_byte <= 1.05;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (pinned[i]) continue;
+    const LinkFit* donor = nullptr;
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const auto& g = out[j];
+      if (pinned[j] && g.bandwidth_bps == out[i].bandwidth_bps && g.delay_us == out[i].delay_us &&
+          (!donor || g.op == "allreduce"))
+        donor = &g;
+    }
+    if (!donor) continue;
+    out[i].beta_from = donor->op;
+    robust_solve(kept[i], donor->beta_s_per_byte, out[i].alpha_s, out[i].beta_s_per_byte);
+    out[i].points = static_cast<int>(kept[i].size());
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto& f = out[i];
+    f.link_efficiency = f.beta_s_per_byte > 0 ? (8.0 / f.bandwidth_bps) / f.beta_s_per_byte : 0;
+    f.rel_rms = rms_of(kept[i], f.alpha_s, f.beta_s_per_byte);
   }
   return out;
 }
@@ -132,9 +197,11 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
     lc.label = c.label;
     lc.sparsifier = c.sparsifier;
     const double ng = static_cast<double>(c.n_g);
-    lc.select_s_per_element +=
-        c.select_ms * 1e-3 / measured_select_elements(c.sparsifier, c.workers, ng);
-    lc.rest_s_per_element += std::max(0.0, c.non_comm_ms - c.select_ms) * 1e-3 / ng;
+    // The selection is part of the non-communication time: a select_ms above it (timed in wall
+    // time on a shared machine) is capped there, so the two costs add up to the measurement.
+    const double sel = std::min(c.select_ms, c.non_comm_ms);
+    lc.select_s_per_element += sel * 1e-3 / measured_select_elements(c.sparsifier, c.workers, ng);
+    lc.rest_s_per_element += (c.non_comm_ms - sel) * 1e-3 / ng;
     lc.compute_ms += c.compute_ms;
     ++lc.points;
   }
@@ -301,15 +368,16 @@ std::string ScaleModel::model_csv() const {
 std::string ScaleModel::fit_csv() const {
   std::ostringstream os;
   os << "kind,name,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
-        "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms\n";
+        "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from\n";
   for (const auto& f : links_)
     os << "collective," << f.op << ',' << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us)
        << ',' << num_text(f.alpha_s) << ',' << num_text(f.beta_s_per_byte) << ','
-       << num_text(f.link_efficiency) << ",,,," << f.points << ',' << num_text(f.rel_rms) << '\n';
+       << num_text(f.link_efficiency) << ",,,," << f.points << ',' << num_text(f.rel_rms) << ','
+       << f.beta_from << '\n';
   for (const auto& c : costs_)
     os << "label," << c.label << ",,,,,," << num_text(c.select_s_per_element) << ','
        << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
-       << ",\n";
+       << ",,\n";
   return os.str();
 }
 

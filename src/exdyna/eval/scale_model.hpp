@@ -9,9 +9,10 @@
 //   broadcast   (binomial tree, gloo::broadcast: the whole message in each of ceil(log2 W) rounds)
 //               ceil(log2 W) (alpha + m beta)
 // alpha and beta are fitted by least squares on relative residuals (so 4 KiB calls, which fix
-// alpha, weigh as much as 64 MiB calls, which fix beta), per (op, bandwidth, delay). At a rate that
-// was not measured, beta is the nearest measured rate's beta scaled by the rate ratio, i.e. the
-// fitted link efficiency (wire time per byte / fitted beta) is assumed to carry over; alpha is
+// alpha, weigh as much as 64 MiB calls, which fix beta), per (op, bandwidth, delay); an op whose
+// sweep does not pin beta takes the link's beta from another op (LinkFit::beta_from). At a rate
+// that was not measured, beta is the nearest measured rate's beta scaled by the rate ratio, i.e.
+// the fitted link efficiency (wire time per byte / fitted beta) is assumed to carry over; alpha is
 // kept.
 #pragma once
 
@@ -38,11 +39,15 @@ struct LinkFit {
   double bandwidth_bps = 0, delay_us = 0;
   double alpha_s = 0, beta_s_per_byte = 0;
   double link_efficiency = 0;  // (8 / bandwidth_bps) / beta: the share of the wire rate achieved
-  int points = 0;
-  double rel_rms = 0;  // root mean square of (fitted - measured) / measured over the points
+  int points = 0;              // sweep points the fit kept (outliers dropped)
+  double rel_rms = 0;  // root mean square of (fitted - measured) / measured over those points
+  // Empty when beta was fitted from this op's own sweep; else the op on the same link whose beta
+  // was taken (this op's sizes did not pin it, or gave a beta faster than the wire).
+  std::string beta_from;
 };
 
-// One fit per (op, bandwidth, delay) present in comm.csv.
+// One fit per (op, bandwidth, delay) present in comm.csv. Robust to a stalled sweep point: points
+// more than 3x the median relative residual off (and over 10 %) are dropped and the fit redone.
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 
 // Per-element non-communication costs of one label: selection scans `selected_elements` (n_g / W
