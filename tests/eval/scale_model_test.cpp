@@ -104,6 +104,25 @@ TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
   EXPECT_NEAR(bc.alpha_s, kAlpha, 0.06 * kAlpha);
 }
 
+TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
+  // Core sharing: alpha grows with W (60, 120, 240 us at W = 2, 4, 8), beta is the link's.
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allgather-padded", m,
+                     collective_time(CostForm::kRingAllgather, kAlpha * w / 2, kBeta, w, m)});
+  const auto pooled = fit_links(pts);
+  ASSERT_EQ(pooled.size(), 1u);
+  const auto per_w = fit_alpha_per_workers(pts, pooled);
+  ASSERT_EQ(per_w.size(), 3u);
+  for (const auto& f : per_w) {
+    SCOPED_TRACE(f.workers);
+    EXPECT_EQ(f.beta_s_per_byte, pooled[0].beta_s_per_byte);
+    // beta from the pooled fit is within a few % of kBeta; alpha at W then within 5 %.
+    EXPECT_NEAR(f.alpha_s, kAlpha * f.workers / 2, 0.05 * kAlpha * f.workers / 2);
+  }
+}
+
 // A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8.
 ScaleModel fixture_model() {
   std::vector<CommPoint> comm;
@@ -196,7 +215,7 @@ TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
                                   "pred_iter_ms", "pred_select_ms", "pred_comm_ms"});
   EXPECT_EQ(t.rows(), 4u * 8 * 3);  // 4 labels x W = 2..256 x 3 rates
   const auto f = CsvTable::parse(m.fit_csv(), "model_fit.csv", {"kind", "name", "alpha_s"});
-  EXPECT_EQ(f.rows(), 3u + 4u);
+  EXPECT_EQ(f.rows(), 3u + 3u * 3 + 4u);  // pooled fits, alpha at each W, labels
 }
 
 TEST(ScaleModel, ErrorsAreRelativeToTheMeasurement) {

@@ -177,6 +177,29 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
   return out;
 }
 
+std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
+                                           const std::vector<LinkFit>& pooled) {
+  std::vector<LinkFit> out;
+  for (const auto& f : pooled) {
+    std::map<int, std::vector<Row>> by_w;
+    for (const auto& p : points)
+      if (p.op == f.op && p.bandwidth_bps == f.bandwidth_bps && p.delay_us == f.delay_us &&
+          p.workers > 1) {
+        const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+        by_w[p.workers].push_back({xa, xb, p.time_s});
+      }
+    for (auto& [w, rows] : by_w) {
+      LinkFit g = f;
+      g.workers = w;
+      robust_solve(rows, f.beta_s_per_byte, g.alpha_s, g.beta_s_per_byte);
+      g.points = static_cast<int>(rows.size());
+      g.rel_rms = rms_of(rows, g.alpha_s, g.beta_s_per_byte);
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 double measured_select_elements(std::string_view sparsifier, int workers, double n_g) {
   return is_exdyna(sparsifier) || sparsifier == "cltk" ? n_g / workers : n_g;
 }
@@ -190,6 +213,7 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
                            const std::map<CellKey, CellSeries>& series) {
   ScaleModel m;
   m.links_ = fit_links(comm);
+  m.per_w_ = fit_alpha_per_workers(comm, m.links_);
   m.cells_ = cells;
   std::map<std::string, LabelCost> costs;
   for (const auto& c : cells) {
@@ -275,9 +299,13 @@ const LinkFit& ScaleModel::link(std::string_view op, double bandwidth_bps) const
 }
 
 double ScaleModel::collective_s(std::string_view op, int workers, double bandwidth_bps,
-                                double bytes) const {
+                                double bytes, Latency latency) const {
   if (workers <= 1) return 0;
   const auto& f = link(op, bandwidth_bps);
+  if (latency == Latency::kAtMeasuredWorkers)
+    for (const auto& g : per_w_)
+      if (g.op == f.op && g.workers == workers && g.bandwidth_bps == bandwidth_bps)
+        return collective_time(cost_form(op), g.alpha_s, g.beta_s_per_byte, workers, bytes);
   // At an unmeasured rate the fitted link efficiency carries over: beta scales with 1 / rate.
   const double beta = f.beta_s_per_byte * f.bandwidth_bps / bandwidth_bps;
   return collective_time(cost_form(op), f.alpha_s, beta, workers, bytes);
@@ -303,7 +331,7 @@ const ScaleModel::ShapeAt& ScaleModel::shape(const std::string& label, int worke
 }
 
 Prediction ScaleModel::predict(const std::string& label, int workers, double bandwidth_bps,
-                               double density, double n_g) const {
+                               double density, double n_g, Latency latency) const {
   const auto& lc = cost(label);
   const auto& sp = lc.sparsifier;
   Prediction p;
@@ -313,10 +341,10 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   const double W = workers;
   const double k = std::floor(density * n_g);
   if (sp == "dense") {
-    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * n_g);
+    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * n_g, latency);
   } else if (sp == "cltk") {
-    p.broadcast_ms = 1e3 * collective_s("broadcast", workers, bandwidth_bps, 4 * k);
-    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k);
+    p.broadcast_ms = 1e3 * collective_s("broadcast", workers, bandwidth_bps, 4 * k, latency);
+    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
   } else {
     const auto& near = shape(label, workers, density);
     const auto& s = near.s;
@@ -339,10 +367,11 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
     }
     const double max_k = f * kp / W;
     p.allgather_ms =
-        1e3 * (collective_s("allgather-padded", workers, bandwidth_bps, s.counts_bytes_per_rank) +
-               collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k));
+        1e3 * (collective_s("allgather-padded", workers, bandwidth_bps, s.counts_bytes_per_rank,
+                            latency) +
+               collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency));
     p.allreduce_ms =
-        1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * s.unique_ratio * kp);
+        1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * s.unique_ratio * kp, latency);
   }
   p.comm_ms = p.allgather_ms + p.allreduce_ms + p.broadcast_ms;
   p.iter_ms = p.compute_ms + p.non_comm_ms + p.comm_ms;
@@ -367,28 +396,30 @@ std::string ScaleModel::model_csv() const {
 
 std::string ScaleModel::fit_csv() const {
   std::ostringstream os;
-  os << "kind,name,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
+  os << "kind,name,workers,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
         "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from\n";
-  for (const auto& f : links_)
-    os << "collective," << f.op << ',' << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us)
-       << ',' << num_text(f.alpha_s) << ',' << num_text(f.beta_s_per_byte) << ','
-       << num_text(f.link_efficiency) << ",,,," << f.points << ',' << num_text(f.rel_rms) << ','
-       << f.beta_from << '\n';
+  std::vector<LinkFit> all = links_;
+  all.insert(all.end(), per_w_.begin(), per_w_.end());
+  for (const auto& f : all)
+    os << "collective," << f.op << ',' << (f.workers ? std::to_string(f.workers) : "all") << ','
+       << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us) << ',' << num_text(f.alpha_s)
+       << ',' << num_text(f.beta_s_per_byte) << ',' << num_text(f.link_efficiency) << ",,,,"
+       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << '\n';
   for (const auto& c : costs_)
-    os << "label," << c.label << ",,,,,," << num_text(c.select_s_per_element) << ','
+    os << "label," << c.label << ",,,,,,," << num_text(c.select_s_per_element) << ','
        << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
        << ",,\n";
   return os.str();
 }
 
 std::vector<ModelError> model_errors(const ScaleModel& model,
-                                     const std::vector<MeasuredCell>& cells) {
+                                     const std::vector<MeasuredCell>& cells, Latency latency) {
   std::vector<ModelError> out;
   for (const auto& c : cells) {
     ModelError e;
     e.cell = c;
-    e.pred =
-        model.predict(c.label, c.workers, c.bandwidth_bps, c.density, static_cast<double>(c.n_g));
+    e.pred = model.predict(c.label, c.workers, c.bandwidth_bps, c.density,
+                           static_cast<double>(c.n_g), latency);
     e.rel_error = c.iter_ms > 0 ? (e.pred.iter_ms - c.iter_ms) / c.iter_ms
                                 : std::numeric_limits<double>::quiet_NaN();
     out.push_back(e);

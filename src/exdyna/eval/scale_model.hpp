@@ -36,6 +36,7 @@ double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, in
 
 struct LinkFit {
   std::string op;
+  int workers = 0;  // 0: pooled over every W (the link's fit); else alpha at this W alone
   double bandwidth_bps = 0, delay_us = 0;
   double alpha_s = 0, beta_s_per_byte = 0;
   double link_efficiency = 0;  // (8 / bandwidth_bps) / beta: the share of the wire rate achieved
@@ -45,6 +46,12 @@ struct LinkFit {
   // was taken (this op's sizes did not pin it, or gave a beta faster than the wire).
   std::string beta_from;
 };
+
+// Where W ranks share fewer cores than W (emulated hosts on one machine), a call's latency grows
+// with W beyond (W-1) alpha: each rank waits to be scheduled. For each pooled fit and each W of
+// its sweep, alpha refitted at that W alone with the pooled beta (LinkFit::workers = W).
+std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
+                                           const std::vector<LinkFit>& pooled);
 
 // One fit per (op, bandwidth, delay) present in comm.csv. Robust to a stalled sweep point: points
 // more than 3x the median relative residual off (and over 10 %) are dropped and the fit redone.
@@ -80,6 +87,11 @@ struct Prediction {
   double allgather_ms = 0, allreduce_ms = 0, broadcast_ms = 0;
 };
 
+// Which alpha a prediction uses: the link's pooled alpha (the scale model proper, also for W that
+// were not measured), or where this W was measured at this rate the alpha fitted at this W (what
+// the emulation's latency was there, core sharing included).
+enum class Latency { kPooled, kAtMeasuredWorkers };
+
 class ScaleModel {
  public:
   // series: each cell's stats.csv where available (for k_unique / k' and the counts' size).
@@ -89,12 +101,14 @@ class ScaleModel {
   // The iteration time of `label` at W workers on a link of `bandwidth_bps`, target density d and
   // n_g elements. Throws Error when the label has no measured cell or no link was fitted.
   Prediction predict(const std::string& label, int workers, double bandwidth_bps, double density,
-                     double n_g) const;
+                     double n_g, Latency latency = Latency::kPooled) const;
   // Seconds of one call of `op` with `bytes` per rank; a missing op borrows the link's beta and
   // alpha from another op fitted on the same link (the link, not the op, sets them).
-  double collective_s(std::string_view op, int workers, double bandwidth_bps, double bytes) const;
+  double collective_s(std::string_view op, int workers, double bandwidth_bps, double bytes,
+                      Latency latency = Latency::kPooled) const;
 
   const std::vector<LinkFit>& links() const { return links_; }
+  const std::vector<LinkFit>& alpha_per_workers() const { return per_w_; }
   const std::vector<LabelCost>& costs() const { return costs_; }
   std::vector<std::string> labels() const;
 
@@ -115,7 +129,7 @@ class ScaleModel {
   const ShapeAt& shape(const std::string& label, int workers, double density) const;
   const LabelCost& cost(const std::string& label) const;
 
-  std::vector<LinkFit> links_;
+  std::vector<LinkFit> links_, per_w_;
   std::vector<LabelCost> costs_;
   std::vector<ShapeAt> shapes_;
   std::vector<MeasuredCell> cells_;
@@ -128,6 +142,7 @@ struct ModelError {
   double rel_error = 0;
 };
 std::vector<ModelError> model_errors(const ScaleModel& model,
-                                     const std::vector<MeasuredCell>& cells);
+                                     const std::vector<MeasuredCell>& cells,
+                                     Latency latency = Latency::kPooled);
 
 }  // namespace exdyna::eval
