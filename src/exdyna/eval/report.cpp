@@ -152,7 +152,7 @@ const char* kModelMethod =
     "Iteration = compute + selection + other non-communication + communication, with: selection "
     "= per-element cost x n_g/W for ExDyna (its partition), x n_g for the others (CLT-k's leader "
     "selects over n_g while the others wait); accumulate/update/other = per-element cost x n_g for "
-    "every label (costs: means over each label's cells). Dense: all-reduce of 4 n_g bytes. "
+    "every label (costs: medians over each label's cells). Dense: all-reduce of 4 n_g bytes. "
     "Sparse: all-gather of the counts, padded all-gather of 4 max k_i bytes per rank, all-reduce "
     "of 4 k_u values, with max k_i = f(t) k'/W; Top-k-like labels (topk, hard-threshold, sidco) "
     "send their measured per-worker share each, so k' grows as W k (gradient build-up), "

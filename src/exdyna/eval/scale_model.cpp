@@ -215,24 +215,33 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
   m.links_ = fit_links(comm);
   m.per_w_ = fit_alpha_per_workers(comm, m.links_);
   m.cells_ = cells;
-  std::map<std::string, LabelCost> costs;
-  for (const auto& c : cells) {
-    auto& lc = costs[c.label];
-    lc.label = c.label;
-    lc.sparsifier = c.sparsifier;
-    const double ng = static_cast<double>(c.n_g);
-    // The selection is part of the non-communication time: a select_ms above it (timed in wall
-    // time on a shared machine) is capped there, so the two costs add up to the measurement.
-    const double sel = std::min(c.select_ms, c.non_comm_ms);
-    lc.select_s_per_element += sel * 1e-3 / measured_select_elements(c.sparsifier, c.workers, ng);
-    lc.rest_s_per_element += (c.non_comm_ms - sel) * 1e-3 / ng;
-    lc.compute_ms += c.compute_ms;
-    ++lc.points;
-  }
-  for (auto& [label, lc] : costs) {
-    lc.select_s_per_element /= lc.points;
-    lc.rest_s_per_element /= lc.points;
-    lc.compute_ms /= lc.points;
+  // Per-element costs: medians over the label's cells, so one cell whose few iterations met a
+  // stall of the shared machine does not set the label's cost.
+  std::map<std::string, std::vector<const MeasuredCell*>> by_label;
+  for (const auto& c : cells) by_label[c.label].push_back(&c);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (const auto& [label, cs] : by_label) {
+    LabelCost lc;
+    lc.label = label;
+    lc.sparsifier = cs.front()->sparsifier;
+    std::vector<double> sel_pe, rest_pe, compute;
+    for (const auto* c : cs) {
+      const double ng = static_cast<double>(c->n_g);
+      // The selection is part of the non-communication time: a select_ms above it (timed in wall
+      // time on a shared machine) is capped there, so the two costs add up to the measurement.
+      const double sel = std::min(c->select_ms, c->non_comm_ms);
+      sel_pe.push_back(sel * 1e-3 / measured_select_elements(c->sparsifier, c->workers, ng));
+      rest_pe.push_back((c->non_comm_ms - sel) * 1e-3 / ng);
+      compute.push_back(c->compute_ms);
+    }
+    lc.select_s_per_element = median(sel_pe);
+    lc.rest_s_per_element = median(rest_pe);
+    lc.compute_ms = median(compute);
+    lc.points = static_cast<int>(cs.size());
     m.costs_.push_back(lc);
   }
   // Exchange shapes per (label, W, d): means over bandwidths.

@@ -59,8 +59,8 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 
 // Per-element non-communication costs of one label: selection scans `selected_elements` (n_g / W
 // for ExDyna's partition and for CLT-k's rank 0, which leads one iteration in W, n_g for the
-// others); accumulate, update and other scan n_g for every label. Each cost is the mean over the
-// label's cells of time / elements.
+// others); accumulate, update and other scan n_g for every label. Each cost is the median over
+// the label's cells of time / elements.
 struct LabelCost {
   std::string label, sparsifier;
   double select_s_per_element = 0, rest_s_per_element = 0, compute_ms = 0;
