@@ -242,7 +242,7 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
   const auto n = std::to_string(labels.size());
   f.plot =
       "set xlabel 'workers W'; set ylabel 'selection time per iteration (ms)'; set logscale "
-      "x 2; set logscale y 10; set format y '%g'; set xtics 2;\n"
+      "x 2; set logscale y 10; set format y '%g'; set xtics 2; set xrange [1.6:320];\n"
       "plot for [i=1:" +
       n +
       "] 'DATA' using 1:(column(1+i)) with points pt (2*i+3) ps 1.4 lc i "
@@ -332,7 +332,7 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
   const auto n = std::to_string(labels.size());
   f.plot =
       "set xlabel 'workers W'; set ylabel 'iteration time (ms)'; set logscale x 2; set "
-      "logscale y 10; set format y '%g'; set xtics 2;\n"
+      "logscale y 10; set format y '%g'; set xtics 2; set xrange [1.6:320];\n"
       "plot for [i=1:" +
       n + "] 'DATA' using 1:(column(1+i)) with lines lw 2 lc i title columnheader(1+i)";
   // Measured points only where this rate was measured (no empty legend entries).
@@ -362,7 +362,7 @@ Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors) {
   f.csv = os.str();
   f.plot =
       "set xlabel 'measured iteration time (ms)'; set ylabel 'predicted iteration time "
-      "(ms)'; set logscale xy; set key left top;\n"
+      "(ms)'; set logscale xy; set key inside left top opaque box;\n"
       "plot for [l in '" +
       words(labels) +
       "'] 'DATA' using 5:(strcol(1) eq l ? $6 : NaN) "
