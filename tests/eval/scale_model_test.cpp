@@ -152,7 +152,7 @@ ScaleModel fixture_model() {
   for (int w : {2, 8}) {
     add("dense", "dense", w, 0, 25.6, 1000, 1);
     add("topk", "topk", w, 102.4, 25.6, w, 1.0);  // 4 ns/element over n_g
-    add("cltk", "cltk", w, 102.4 / w, 25.6, 1, 1.0);
+    add("cltk", "cltk", w, 102.4, 25.6, 1, 1.0);  // the leader's selection, every iteration
     add("exdyna", "exdyna-exact", w, 7.68 / w, 25.6, 1.0, 1.1);  // 0.3 ns/element over n_g/W
   }
   return ScaleModel::fit(comm, cells);

@@ -153,17 +153,15 @@ const char* kModelMethod =
     "= per-element cost x n_g/W for ExDyna (its partition), x n_g for the others (CLT-k's leader "
     "selects over n_g while the others wait); accumulate/update/other = per-element cost x n_g for "
     "every label (costs: medians over each label's cells). Dense: all-reduce of 4 n_g bytes. "
-    "Sparse: all-gather of the counts, padded all-gather of 4 max k_i bytes per rank, all-reduce "
+    "Sparse: all-gather of the counts (exact), padded all-gather of 4 max k_i bytes per rank, "
+    "all-reduce "
     "of 4 k_u values, with max k_i = f(t) k'/W; Top-k-like labels (topk, hard-threshold, sidco) "
     "send their measured per-worker share each, so k' grows as W k (gradient build-up), "
     "ExDyna's k' = (measured k'/k) k; f(t) and k_u/k' (the union's overlap) are the measured "
     "ones at the nearest measured W; for W beyond the measured ones, exdyna-exact's f(t) is its "
     "worker cap, the Poisson floor 1 + sqrt(2 ln W / (k/W)), and exdyna-paper's the larger of "
     "its measured f(t) and that floor. CLT-k: broadcast of the leader's 4k bytes of indices + "
-    "all-reduce of k values. Where the cells' non-communication time is rank 0's mean, CLT-k's "
-    "leader selection counts there once in W iterations, while on real hosts every iteration "
-    "waits for it at the broadcast: the model puts it on every iteration's critical path, so for "
-    "CLT-k the model exceeds such a measurement by about (W-1)/W of the leader's selection.\n";
+    "all-reduce of k values.\n";
 
 std::string model_md(const ScaleModel& model) {
   std::ostringstream os;

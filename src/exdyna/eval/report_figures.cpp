@@ -213,8 +213,9 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
   f.title = "Selection time per iteration against the number of workers (" +
             rate_text(s.bandwidth_bps) + ", d = " + num_text(s.density) + ")";
   f.caption =
-      "Points: measured select time on the critical path (rank 0's mean for most; for CLT-k the "
-      "leader's selection, i.e. rank 0's mean times W). Lines: the scale model (per-element cost x "
+      "Points: measured select time on the critical path (per iteration the slowest rank's; for "
+      "CLT-k "
+      "the leader's). Lines: the scale model (per-element cost x "
       "n_g/W for ExDyna, x n_g for the others). ExDyna's selection shrinks as workers are added; "
       "the others' stays.";
   std::ostringstream os;
@@ -226,8 +227,7 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
     os << w;
     for (const auto& l : labels) {
       const auto it = meas.find({l, w});
-      const bool cltk = l == "cltk";
-      os << ',' << (it == meas.end() ? "nan" : num_text(it->second * (cltk ? w : 1)));
+      os << ',' << (it == meas.end() ? "nan" : num_text(it->second));
     }
     for (const auto& l : labels)
       os << ','

@@ -200,12 +200,12 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
   return out;
 }
 
-double measured_select_elements(std::string_view sparsifier, int workers, double n_g) {
-  return is_exdyna(sparsifier) || sparsifier == "cltk" ? n_g / workers : n_g;
-}
-
 double critical_select_elements(std::string_view sparsifier, int workers, double n_g) {
   return is_exdyna(sparsifier) ? n_g / workers : n_g;
+}
+
+double measured_select_elements(std::string_view sparsifier, int workers, double n_g) {
+  return critical_select_elements(sparsifier, workers, n_g);
 }
 
 ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
@@ -376,9 +376,9 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
     }
     const double max_k = f * kp / W;
     p.allgather_ms =
-        1e3 * (collective_s("allgather-padded", workers, bandwidth_bps, s.counts_bytes_per_rank,
-                            latency) +
-               collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency));
+        1e3 *
+        (collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank, latency) +
+         collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency));
     p.allreduce_ms =
         1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * s.unique_ratio * kp, latency);
   }

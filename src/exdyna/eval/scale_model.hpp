@@ -57,9 +57,9 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
 // more than 3x the median relative residual off (and over 10 %) are dropped and the fit redone.
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 
-// Per-element non-communication costs of one label: selection scans `selected_elements` (n_g / W
-// for ExDyna's partition and for CLT-k's rank 0, which leads one iteration in W, n_g for the
-// others); accumulate, update and other scan n_g for every label. Each cost is the median over
+// Per-element non-communication costs of one label: selection scans n_g / W elements for ExDyna's
+// partition, n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the
+// leader); accumulate, update and other scan n_g for every label. Each cost is the median over
 // the label's cells of time / elements.
 struct LabelCost {
   std::string label, sparsifier;
@@ -67,7 +67,8 @@ struct LabelCost {
   int points = 0;
 };
 
-// Elements the measured selection time of `sparsifier` on rank 0 covers at W workers.
+// Elements the measured selection time of `sparsifier` covers at W workers (the cells' select_ms
+// is the slowest rank's per iteration, so the same as on the critical path).
 double measured_select_elements(std::string_view sparsifier, int workers, double n_g);
 // Elements one iteration's selection puts on the critical path: n_g / W for ExDyna, n_g for the
 // others (CLT-k's leader selects over all of n_g while the others wait at the broadcast).
