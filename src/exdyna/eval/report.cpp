@@ -218,7 +218,8 @@ std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<M
      << fmt("%.1f %%", 100 * wp) << "); " << inw << " of " << at_w.size()
      << " with the alpha fitted at the cell's W (largest error " << fmt("%.1f %%", 100 * ww)
      << ").**\n\n| label | W | link | d | measured (ms) | model (ms) | error | model, alpha at "
-        "W (ms) | error | within +-20 % |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        "W (ms) | error | within +-20 % | comm: measured / model at W (ms) | non-comm: measured / "
+        "model (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < pooled.size() && i < at_w.size(); ++i) {
     const auto& e = pooled[i];
     const auto& f = at_w[i];
@@ -232,7 +233,8 @@ std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<M
            : ok       ? "model only"
            : ok_w     ? "alpha at W only"
                       : "**no**")
-       << " |\n";
+       << " | " << fmt("%.3f", e.cell.comm_ms) << " / " << fmt("%.3f", f.pred.comm_ms) << " | "
+       << fmt("%.3f", e.cell.non_comm_ms) << " / " << fmt("%.3f", f.pred.non_comm_ms) << " |\n";
   }
   return os.str() + "\n";
 }
