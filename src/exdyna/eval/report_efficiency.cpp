@@ -143,14 +143,16 @@ std::string workload_md(const std::string& name, const Workload& w,
   }
   acc.csv = acsv.str();
   const auto n = std::to_string(plotted.size());
-  acc.plot = "set xlabel 'emulated training time (s)'; set logscale x; set ylabel '" + w.metric +
-             "'; set key outside right top;\nplot for [i=1:" + n +
-             "] 'DATA' using (column(2*i)):(column(2*i+1)) with linespoints lw 2 pt 7 title "
-             "columnheader(2*i+1)";
+  acc.plot =
+      "set xlabel 'emulated training time (s)'; set logscale x; set offsets graph 0.05, graph "
+      "0.05, graph 0.05, graph 0.05; set ylabel '" +
+      w.metric + "'; set key outside right top;\nplot for [i=1:" + n +
+      "] 'DATA' using (column(2*i)):(column(2*i+1)) with linespoints lw 2 pt 7 title "
+      "columnheader(2*i+1)";
   tta.csv = tcsv.str();
   tta.plot =
       "set style data histograms; set style fill solid 0.8 border -1; set boxwidth 0.7; "
-      "set ylabel 'time to target (s)'; set xtics rotate by -25; unset key;\n"
+      "set ylabel 'time to target (s)'; set yrange [0:*]; set xtics rotate by -25; unset key;\n"
       "plot 'DATA' using 2:xtic(1)";
   os << '\n';
   // The command of one run, as the pattern of all (each run's is in its directory).

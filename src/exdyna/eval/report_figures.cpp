@@ -282,7 +282,8 @@ Figure breakdown_figure(const std::vector<MeasuredCell>& cells, const Setting& s
   f.csv = os.str();
   f.plot =
       "set style data histograms; set style histogram rowstacked; set style fill solid 0.8 "
-      "border -1; set boxwidth 0.7; set ylabel 'time per iteration (ms)'; set xtics rotate by "
+      "border -1; set boxwidth 0.7; set ylabel 'time per iteration (ms)'; set yrange [0:*]; set "
+      "xtics rotate by "
       "-25; set key outside right top;\n"
       "plot 'DATA' using 2:xtic(1) title columnheader(2), '' using 3 title columnheader(3), '' "
       "using 4 title columnheader(4), '' using 5 title columnheader(5)";
