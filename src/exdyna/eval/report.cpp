@@ -130,16 +130,19 @@ std::string completeness_md(const std::vector<MeasuredCell>& cells) {
 const char* kMethod =
     "A *cell* is one (sparsifier label, workers W, link rate B, density d). For each network "
     "setting (W, B) the comparison creates W emulated hosts (network namespaces on a bridge, each "
-    "host's link shaped with `tc` to B with a fixed delay) and runs, inside them:\n\n"
+    "host's link shaped with `tc` to B, with a delay where `sch_netem` is available) and runs, "
+    "inside them:\n\n"
     "1. a collective sweep (`exdyna bench comm --backend gloo`: all-reduce, padded and exact "
-    "all-gather, broadcast, per-rank sizes from 4 KiB up) -> `comm.csv`;\n"
-    "2. every cell: W `exdyna simulate --backend gloo` ranks (synthetic gradient of n_g elements), "
-    "rank 0's per-iteration `stats.csv` and `decisions.csv` kept under `cells/`.\n\n"
-    "W ranks share the machine's cores, so the non-communication phases (accumulate, select, "
-    "update, other) are measured without contention and the communication in wall time over the "
-    "shaped links. Iteration time = compute + non-communication + communication; the compute part "
-    "is given (`--compute-ms`) or measured from a recorded training run, the same for every "
-    "label.\n";
+    "all-gather, broadcast over a range of per-rank sizes) -> `comm.csv`;\n"
+    "2. every cell: W `exdyna simulate --backend gloo` ranks (a synthetic gradient of n_g "
+    "elements, or a trace), every rank's per-iteration statistics kept under `cells/`.\n\n"
+    "W ranks share the machine's cores, so wall times of the compute-bound phases are inflated "
+    "by core sharing. A cell's non-communication time is therefore, per iteration, the CPU time "
+    "of the slowest rank (for CLT-k the leader), and its communication time is, for each "
+    "collective the step made, the time the sweep measured for that operation and size on the "
+    "same shaped links (interpolated between sizes); the cells' own collective wall times are kept "
+    "in `cell.json`. Iteration time = compute + non-communication + communication; the compute "
+    "part is given (`--compute-ms`), the same for every label.\n";
 
 const char* kModelMethod =
     "Collectives, W ranks, m bytes per rank: ring all-reduce 2(W-1)a + 2(W-1)/W m b; ring "
