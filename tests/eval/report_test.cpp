@@ -125,7 +125,10 @@ TEST(Report, CombinesEfficiencyWithTheEmulatedIterationTime) {
                  "cnn,dense,50,1,test_accuracy,0.70\ncnn,dense,100,2,test_accuracy,0.80\n"
                  "cnn,topk,50,1,test_accuracy,0.68\ncnn,topk,100,2,test_accuracy,0.79\n"
                  "cnn,exdyna-exact,50,1,test_accuracy,0.79\n"
-                 "cnn,exdyna-exact,100,2,test_accuracy,0.81\n");
+                 "cnn,exdyna-exact,100,2,test_accuracy,0.81\n"
+                 // The LSTM: perplexity, lower is better; target 1.05 x 700 = 735.
+                 "lstm,dense,19,1,perplexity,1000\nlstm,dense,38,2,perplexity,700\n"
+                 "lstm,topk,19,1,perplexity,1200\nlstm,topk,38,2,perplexity,720\n");
   const auto res = write_report(dir, {});
   const auto md = slurp(dir / "report.md");
   EXPECT_EQ(md.find("`efficiency.csv` is missing"), std::string::npos);
@@ -134,7 +137,10 @@ TEST(Report, CombinesEfficiencyWithTheEmulatedIterationTime) {
   EXPECT_NE(md.find("| exdyna-exact | 0.81 | 50 | 17.000 | 0.85 |"), std::string::npos) << md;
   EXPECT_TRUE(fs::exists(dir / "fig-accuracy-time-cnn.png"));
   EXPECT_TRUE(fs::exists(dir / "fig-time-to-accuracy-cnn.png"));
-  EXPECT_EQ(res.figures.size(), 11u);
+  EXPECT_NE(md.find("### Workload lstm (perplexity)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| topk | 720 | 38 | 31.000 | 1.18 |"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir / "fig-accuracy-time-lstm.png"));
+  EXPECT_EQ(res.figures.size(), 13u);
   if (!HasFailure()) fs::remove_all(dir);
 }
 
