@@ -13,11 +13,8 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/matrix.hpp"
-#if __has_include("exdyna/eval/report.hpp") && __has_include("exdyna/eval/efficiency.hpp")
 #include "exdyna/eval/efficiency.hpp"
 #include "exdyna/eval/report.hpp"
-#define EXDYNA_HAVE_REPORT 1
-#endif
 
 namespace exdyna::apps {
 
@@ -124,22 +121,16 @@ void say(const std::string& line) {
 }
 
 int report(const CompareArgs& a) {
-#ifdef EXDYNA_HAVE_REPORT
   eval::ReportOptions ro;
   ro.command_line = a.command_line;
   ro.gnuplot = a.gnuplot;
   const auto r = eval::write_report(a.out, ro);
   say("report: " + r.report.string());
   for (const auto& n : r.notes) say("  note: " + n);
-#else
-  say("report: not built in this tree (eval/report.hpp is missing); the measurements are in " +
-      a.out);
-#endif
   return 0;
 }
 
 int train(const CompareArgs& a) {
-#ifdef EXDYNA_HAVE_REPORT
   eval::EfficiencyOptions eo;
   eo.exdyna_binary = self_exe();
   eo.labels = a.sparsifiers;
@@ -147,11 +138,6 @@ int train(const CompareArgs& a) {
   const auto r = eval::run_efficiency(eo, a.out, say);
   for (const auto& f : r.failed) say("  training failed: " + f);
   return r.failed.empty() ? 0 : 1;
-#else
-  (void)a;
-  say("training efficiency: not built in this tree (eval/efficiency.hpp is missing)");
-  return 0;
-#endif
 }
 
 int run_compare(CompareArgs a) {

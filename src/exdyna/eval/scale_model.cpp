@@ -1,0 +1,439 @@
+#include "exdyna/eval/scale_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "exdyna/core/error.hpp"
+#include "exdyna/core/exdyna_options.hpp"
+
+namespace exdyna::eval {
+
+namespace {
+
+int ceil_log2(int w) {
+  int r = 0;
+  while ((1 << r) < w) ++r;
+  return r;
+}
+
+// The two regressors of t = xa * alpha + xb * beta under a form.
+std::pair<double, double> regressors(CostForm form, int w, double m) {
+  const double W = w;
+  switch (form) {
+    case CostForm::kRingAllreduce:
+      return {2 * (W - 1), 2 * (W - 1) / W * m};
+    case CostForm::kRingAllgather:
+      return {W - 1, (W - 1) * m};
+    case CostForm::kBinomialBroadcast: {
+      const double r = ceil_log2(w);
+      return {r, r * m};
+    }
+  }
+  return {0, 0};
+}
+
+bool is_exdyna(std::string_view s) {
+  return s == "exdyna";
+}
+bool is_topk_like(std::string_view s) {
+  return s != "dense" && s != "cltk" && !is_exdyna(s);
+}
+
+double log_distance(double a, double b) {
+  return std::abs(std::log(a) - std::log(b));
+}
+
+}  // namespace
+
+CostForm cost_form(std::string_view op) {
+  if (op == "allreduce") return CostForm::kRingAllreduce;
+  if (op == "allgather-padded" || op == "allgather-exact") return CostForm::kRingAllgather;
+  if (op == "broadcast") return CostForm::kBinomialBroadcast;
+  throw DataError(detail::concat("comm.csv: op '", op,
+                                 "' is not known; expected allreduce, allgather-padded, "
+                                 "allgather-exact or broadcast"));
+}
+
+double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, int workers,
+                       double bytes_per_rank) {
+  const auto [xa, xb] = regressors(form, workers, bytes_per_rank);
+  return xa * alpha_s + xb * beta_s_per_byte;
+}
+
+namespace {
+
+// One sweep point as the regressors of its form, for the relative least squares.
+struct Row {
+  double xa, xb, t;
+};
+
+// Least squares of t = xa alpha + xb beta on relative residuals (every row divided by t). With
+// fixed_beta >= 0 only alpha is fitted. A negative coefficient (noise at one size only) is clamped
+// to 0 and the other refitted.
+void solve(const std::vector<Row>& rows, double fixed_beta, double& alpha, double& beta) {
+  double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
+  for (const auto& r : rows) {
+    const double xa = r.xa / r.t, xb = r.xb / r.t;
+    saa += xa * xa, sab += xa * xb, sbb += xb * xb, sa += xa, sb += xb;
+  }
+  if (fixed_beta >= 0) {
+    beta = fixed_beta;
+    alpha = saa > 0 ? std::max(0.0, (sa - beta * sab) / saa) : 0;
+    return;
+  }
+  const double det = saa * sbb - sab * sab;
+  const bool ok = std::abs(det) > 1e-12 * saa * sbb;
+  alpha = ok ? (sa * sbb - sb * sab) / det : 0;
+  beta = ok ? (saa * sb - sab * sa) / det : 0;
+  if (!(alpha > 0)) alpha = 0, beta = sbb > 0 ? sb / sbb : 0;
+  if (!(beta > 0)) beta = 0, alpha = saa > 0 ? sa / saa : 0;
+}
+
+double relative_residual(const Row& r, double alpha, double beta) {
+  return (r.xa * alpha + r.xb * beta - r.t) / r.t;
+}
+
+double rms_of(const std::vector<Row>& rows, double alpha, double beta) {
+  double ss = 0;
+  for (const auto& r : rows) ss += std::pow(relative_residual(r, alpha, beta), 2);
+  return rows.empty() ? 0 : std::sqrt(ss / static_cast<double>(rows.size()));
+}
+
+// Fits, then drops the points more than 3 times the median relative residual off (and over 10 %:
+// a sweep point hit by a stall of the shared machine) and fits again on the rest.
+void robust_solve(std::vector<Row>& rows, double fixed_beta, double& alpha, double& beta) {
+  solve(rows, fixed_beta, alpha, beta);
+  if (rows.size() < 6) return;
+  std::vector<double> res;
+  for (const auto& r : rows) res.push_back(std::abs(relative_residual(r, alpha, beta)));
+  auto sorted = res;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const double cut = std::max(0.1, 3 * sorted[sorted.size() / 2]);
+  std::vector<Row> kept;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (res[i] <= cut) kept.push_back(rows[i]);
+  if (kept.size() < rows.size() && kept.size() >= 3) {
+    rows = std::move(kept);
+    solve(rows, fixed_beta, alpha, beta);
+  }
+}
+
+}  // namespace
+
+std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
+  std::map<std::tuple<std::string, double, double>, std::vector<Row>> groups;
+  for (const auto& p : points)
+    if (p.workers > 1) {
+      const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+      groups[{p.op, p.bandwidth_bps, p.delay_us}].push_back({xa, xb, p.time_s});
+    }
+  std::vector<LinkFit> out;
+  std::vector<std::vector<Row>> kept;
+  for (auto& [key, rows] : groups) {
+    LinkFit f;
+    f.op = std::get<0>(key);
+    f.bandwidth_bps = std::get<1>(key);
+    f.delay_us = std::get<2>(key);
+    robust_solve(rows, -1, f.alpha_s, f.beta_s_per_byte);
+    f.points = static_cast<int>(rows.size());
+    out.push_back(f);
+    kept.push_back(rows);
+  }
+  // beta belongs to the link, not the op: where an op's sweep did not pin it (its sizes too small,
+  // or a beta faster than the wire), take the link's beta from an op that did (all-reduce first,
+  // it has the largest sizes) and refit alpha alone.
+  // Pinned: the bandwidth term is at least 30 % of the largest call's time.
+  std::vector<bool> pinned(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& f = out[i];
+    double share = 0;
+    for (const auto& r : kept[i]) share = std::max(share, r.xb * f.beta_s_per_byte / r.t);
+    pinned[i] = f.beta_s_per_byte > 0 && share >= 0.3 &&
+                (8.0 / f.bandwidth_bps) / f.beta_s_per_byte <= 1.05;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (pinned[i]) continue;
+    const LinkFit* donor = nullptr;
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const auto& g = out[j];
+      if (pinned[j] && g.bandwidth_bps == out[i].bandwidth_bps && g.delay_us == out[i].delay_us &&
+          (!donor || g.op == "allreduce"))
+        donor = &g;
+    }
+    if (!donor) continue;
+    out[i].beta_from = donor->op;
+    robust_solve(kept[i], donor->beta_s_per_byte, out[i].alpha_s, out[i].beta_s_per_byte);
+    out[i].points = static_cast<int>(kept[i].size());
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto& f = out[i];
+    f.link_efficiency = f.beta_s_per_byte > 0 ? (8.0 / f.bandwidth_bps) / f.beta_s_per_byte : 0;
+    f.rel_rms = rms_of(kept[i], f.alpha_s, f.beta_s_per_byte);
+  }
+  return out;
+}
+
+std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
+                                           const std::vector<LinkFit>& pooled) {
+  std::vector<LinkFit> out;
+  for (const auto& f : pooled) {
+    std::map<int, std::vector<Row>> by_w;
+    for (const auto& p : points)
+      if (p.op == f.op && p.bandwidth_bps == f.bandwidth_bps && p.delay_us == f.delay_us &&
+          p.workers > 1) {
+        const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+        by_w[p.workers].push_back({xa, xb, p.time_s});
+      }
+    for (auto& [w, rows] : by_w) {
+      LinkFit g = f;
+      g.workers = w;
+      robust_solve(rows, f.beta_s_per_byte, g.alpha_s, g.beta_s_per_byte);
+      g.points = static_cast<int>(rows.size());
+      g.rel_rms = rms_of(rows, g.alpha_s, g.beta_s_per_byte);
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+double critical_select_elements(std::string_view sparsifier, int workers, double n_g) {
+  return is_exdyna(sparsifier) ? n_g / workers : n_g;
+}
+
+double measured_select_elements(std::string_view sparsifier, int workers, double n_g) {
+  return critical_select_elements(sparsifier, workers, n_g);
+}
+
+ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
+                           const std::vector<MeasuredCell>& cells,
+                           const std::map<CellKey, CellSeries>& series) {
+  ScaleModel m;
+  m.links_ = fit_links(comm);
+  m.per_w_ = fit_alpha_per_workers(comm, m.links_);
+  m.cells_ = cells;
+  // Per-element costs: medians over the label's cells, so one cell whose few iterations met a
+  // stall of the shared machine does not set the label's cost.
+  std::map<std::string, std::vector<const MeasuredCell*>> by_label;
+  for (const auto& c : cells) by_label[c.label].push_back(&c);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (const auto& [label, cs] : by_label) {
+    LabelCost lc;
+    lc.label = label;
+    lc.sparsifier = cs.front()->sparsifier;
+    std::vector<double> sel_pe, rest_pe, compute;
+    for (const auto* c : cs) {
+      const double ng = static_cast<double>(c->n_g);
+      // The selection is part of the non-communication time: a select_ms above it (timed in wall
+      // time on a shared machine) is capped there, so the two costs add up to the measurement.
+      const double sel = std::min(c->select_ms, c->non_comm_ms);
+      sel_pe.push_back(sel * 1e-3 / measured_select_elements(c->sparsifier, c->workers, ng));
+      rest_pe.push_back((c->non_comm_ms - sel) * 1e-3 / ng);
+      compute.push_back(c->compute_ms);
+    }
+    lc.select_s_per_element = median(sel_pe);
+    lc.rest_s_per_element = median(rest_pe);
+    lc.compute_ms = median(compute);
+    lc.points = static_cast<int>(cs.size());
+    m.costs_.push_back(lc);
+  }
+  // Exchange shapes per (label, W, d): means over bandwidths.
+  std::map<std::tuple<std::string, int, double>, std::pair<ExchangeShape, int>> acc;
+  for (const auto& c : cells) {
+    auto& [s, n] = acc[{c.label, c.workers, c.density}];
+    if (n == 0) s = ExchangeShape{0, 0, 0, 0};
+    ExchangeShape one;
+    one.density_ratio = c.density_ratio > 0 ? c.density_ratio : 1;
+    one.f_t = c.f_t >= 1 ? c.f_t : 1;
+    const auto it = series.find(CellKey{c.label, c.workers, c.bandwidth_bps, c.density});
+    if (it != series.end()) {
+      double su = 0, sk = 0, sc = 0;
+      int nc = 0;
+      const auto& sr = it->second;
+      for (std::size_t i = 0; i < sr.k_total.size(); ++i) {
+        if (sr.k_total[i] > 0 && sr.k_unique[i] > 0) su += sr.k_unique[i], sk += sr.k_total[i];
+        if (sr.bytes_allgather_counts[i] > 0) sc += sr.bytes_allgather_counts[i], ++nc;
+      }
+      if (sk > 0) one.unique_ratio = su / sk;
+      if (nc > 0) one.counts_bytes_per_rank = sc / nc / c.workers;
+    }
+    s.density_ratio += one.density_ratio, s.f_t += one.f_t, s.unique_ratio += one.unique_ratio;
+    s.counts_bytes_per_rank += one.counts_bytes_per_rank;
+    ++n;
+  }
+  for (auto& [key, v] : acc) {
+    auto [s, n] = v;
+    s.density_ratio /= n, s.f_t /= n, s.unique_ratio /= n, s.counts_bytes_per_rank /= n;
+    m.shapes_.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), s});
+  }
+  return m;
+}
+
+std::vector<std::string> ScaleModel::labels() const {
+  std::vector<std::string> out;
+  for (const auto& c : costs_) out.push_back(c.label);
+  return out;
+}
+
+const LabelCost& ScaleModel::cost(const std::string& label) const {
+  for (const auto& c : costs_)
+    if (c.label == label) return c;
+  throw Error(detail::concat("scale model: no measured cell of '", label, "'"));
+}
+
+const LinkFit& ScaleModel::link(std::string_view op, double bandwidth_bps) const {
+  EXDYNA_CHECK(!links_.empty(), "scale model: no collective was fitted (comm.csv has no rows)");
+  // The op's own fits first; then the other all-gather; then any op on the link.
+  const std::string_view other = op == "allgather-padded"  ? "allgather-exact"
+                                 : op == "allgather-exact" ? "allgather-padded"
+                                                           : "allreduce";
+  for (std::string_view want : {op, other, std::string_view("allreduce"), std::string_view()}) {
+    const LinkFit* best = nullptr;
+    for (const auto& f : links_) {
+      if (!want.empty() && f.op != want) continue;
+      if (!best || log_distance(f.bandwidth_bps, bandwidth_bps) <
+                       log_distance(best->bandwidth_bps, bandwidth_bps))
+        best = &f;
+    }
+    if (best) return *best;
+  }
+  return links_.front();
+}
+
+double ScaleModel::collective_s(std::string_view op, int workers, double bandwidth_bps,
+                                double bytes, Latency latency) const {
+  if (workers <= 1) return 0;
+  const auto& f = link(op, bandwidth_bps);
+  if (latency == Latency::kAtMeasuredWorkers)
+    for (const auto& g : per_w_)
+      if (g.op == f.op && g.workers == workers && g.bandwidth_bps == bandwidth_bps)
+        return collective_time(cost_form(op), g.alpha_s, g.beta_s_per_byte, workers, bytes);
+  // At an unmeasured rate the fitted link efficiency carries over: beta scales with 1 / rate.
+  const double beta = f.beta_s_per_byte * f.bandwidth_bps / bandwidth_bps;
+  return collective_time(cost_form(op), f.alpha_s, beta, workers, bytes);
+}
+
+const ScaleModel::ShapeAt& ScaleModel::shape(const std::string& label, int workers,
+                                             double density) const {
+  const ShapeAt* best = nullptr;
+  for (const auto& s : shapes_) {
+    if (s.label != label) continue;
+    if (!best) {
+      best = &s;
+      continue;
+    }
+    const double dd = log_distance(s.density, density), bd = log_distance(best->density, density);
+    const double dw = log_distance(s.workers, workers), bw = log_distance(best->workers, workers);
+    if (dd < bd - 1e-9 ||
+        (dd <= bd + 1e-9 && (dw < bw - 1e-9 || (dw <= bw + 1e-9 && s.workers > best->workers))))
+      best = &s;
+  }
+  EXDYNA_CHECK(best, "scale model: no measured cell of '", label, "'");
+  return *best;
+}
+
+Prediction ScaleModel::predict(const std::string& label, int workers, double bandwidth_bps,
+                               double density, double n_g, Latency latency) const {
+  const auto& lc = cost(label);
+  const auto& sp = lc.sparsifier;
+  Prediction p;
+  p.compute_ms = lc.compute_ms;
+  p.select_ms = 1e3 * lc.select_s_per_element * critical_select_elements(sp, workers, n_g);
+  p.non_comm_ms = p.select_ms + 1e3 * lc.rest_s_per_element * n_g;
+  const double W = workers;
+  const double k = std::floor(density * n_g);
+  if (sp == "dense") {
+    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * n_g, latency);
+  } else if (sp == "cltk") {
+    p.broadcast_ms = 1e3 * collective_s("broadcast", workers, bandwidth_bps, 4 * k, latency);
+    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
+  } else {
+    const auto& near = shape(label, workers, density);
+    const auto& s = near.s;
+    double kp = 0, f = s.f_t;
+    if (is_topk_like(sp)) {
+      // Every worker sends its own ~k: k' grows with W (the gradient build-up).
+      kp = s.density_ratio / near.workers * W * k;
+    } else {
+      kp = s.density_ratio * k;
+      if (near.workers != workers) {
+        // Unmeasured W: the exact controller's worker cap at the Poisson floor bounds f(t); the
+        // paper's controller has no cap, so keep the worse of its measured f(t) and that floor.
+        core::ExDynaOptions cap;
+        cap.worker_cap = core::ExDynaOptions::kAutoCap;
+        const double kcap = static_cast<double>(
+            cap.max_per_worker(static_cast<std::int64_t>(std::max(kp, 1.0)), workers));
+        const double floor_f = kcap * W / std::max(kp, 1.0);
+        f = label.find("exact") != std::string::npos ? floor_f : std::max(s.f_t, floor_f);
+      }
+    }
+    const double max_k = f * kp / W;
+    p.allgather_ms =
+        1e3 *
+        (collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank, latency) +
+         collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency));
+    p.allreduce_ms =
+        1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * s.unique_ratio * kp, latency);
+  }
+  p.comm_ms = p.allgather_ms + p.allreduce_ms + p.broadcast_ms;
+  p.iter_ms = p.compute_ms + p.non_comm_ms + p.comm_ms;
+  return p;
+}
+
+std::string ScaleModel::model_csv() const {
+  std::ostringstream os;
+  os << "label,workers,bandwidth_bps,density,n_g,pred_iter_ms,pred_select_ms,pred_comm_ms\n";
+  std::set<std::tuple<std::string, double, std::int64_t>> settings;
+  for (const auto& c : cells_) settings.insert({c.label, c.density, c.n_g});
+  for (const auto& [label, d, ng] : settings)
+    for (const double b : {1e9, 1e10, 1e11})
+      for (int w = 2; w <= 256; w *= 2) {
+        const auto p = predict(label, w, b, d, static_cast<double>(ng));
+        os << label << ',' << w << ',' << num_text(b) << ',' << num_text(d) << ',' << ng << ','
+           << num_text(p.iter_ms) << ',' << num_text(p.select_ms) << ',' << num_text(p.comm_ms)
+           << '\n';
+      }
+  return os.str();
+}
+
+std::string ScaleModel::fit_csv() const {
+  std::ostringstream os;
+  os << "kind,name,workers,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
+        "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from\n";
+  std::vector<LinkFit> all = links_;
+  all.insert(all.end(), per_w_.begin(), per_w_.end());
+  for (const auto& f : all)
+    os << "collective," << f.op << ',' << (f.workers ? std::to_string(f.workers) : "all") << ','
+       << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us) << ',' << num_text(f.alpha_s)
+       << ',' << num_text(f.beta_s_per_byte) << ',' << num_text(f.link_efficiency) << ",,,,"
+       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << '\n';
+  for (const auto& c : costs_)
+    os << "label," << c.label << ",,,,,,," << num_text(c.select_s_per_element) << ','
+       << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
+       << ",,\n";
+  return os.str();
+}
+
+std::vector<ModelError> model_errors(const ScaleModel& model,
+                                     const std::vector<MeasuredCell>& cells, Latency latency) {
+  std::vector<ModelError> out;
+  for (const auto& c : cells) {
+    ModelError e;
+    e.cell = c;
+    e.pred = model.predict(c.label, c.workers, c.bandwidth_bps, c.density,
+                           static_cast<double>(c.n_g), latency);
+    e.rel_error = c.iter_ms > 0 ? (e.pred.iter_ms - c.iter_ms) / c.iter_ms
+                                : std::numeric_limits<double>::quiet_NaN();
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace exdyna::eval

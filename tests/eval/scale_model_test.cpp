@@ -1,0 +1,293 @@
+// The scale model: cost forms, the alpha-beta fit on known inputs, predictions against the closed
+// forms, and malformed measurement files refused with the file and line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "exdyna/core/error.hpp"
+#include "exdyna/eval/measurements.hpp"
+#include "exdyna/eval/scale_model.hpp"
+#include "fixtures.hpp"
+
+namespace exdyna::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kAlpha;
+using testing::kBeta;
+
+fs::path temp_dir(const std::string& name) {
+  const auto d =
+      fs::temp_directory_path() / ("exdyna_eval_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(CostForms, MatchTheClosedForms) {
+  const double a = 1e-4, b = 1e-8, m = 1e6;
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kRingAllreduce, a, b, 8, m),
+                   14 * a + 2.0 * 7 / 8 * m * b);
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kRingAllgather, a, b, 8, m), 7 * a + 7 * m * b);
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kBinomialBroadcast, a, b, 8, m), 3 * (a + m * b));
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kBinomialBroadcast, a, b, 5, m), 3 * (a + m * b));
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kRingAllreduce, a, b, 1, m), 0.0);
+  EXPECT_THROW(cost_form("alltoall"), DataError);
+}
+
+TEST(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
+  const auto dir = temp_dir("fit");
+  testing::write(dir / "comm.csv", testing::synthetic_comm(1e9, kAlpha, kBeta));
+  const auto fits = fit_links(read_comm(dir / "comm.csv"));
+  ASSERT_EQ(fits.size(), 4u);  // one per op on the one link
+  for (const auto& f : fits) {
+    SCOPED_TRACE(f.op);
+    EXPECT_NEAR(f.alpha_s, kAlpha, 0.01 * kAlpha);
+    EXPECT_NEAR(f.beta_s_per_byte, kBeta, 0.01 * kBeta);
+    EXPECT_NEAR(f.link_efficiency, (8.0 / 1e9) / kBeta, 0.01);
+    EXPECT_LT(f.rel_rms, 1e-4);  // the CSV keeps 6 significant digits
+    EXPECT_EQ(f.points, 3 * 8);  // W = 2, 4, 8 x 4 KiB .. 64 MiB in steps of 4
+  }
+  fs::remove_all(dir);
+}
+
+TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
+  // +-3 % multiplicative noise, alternating: the relative least squares stays within 3 %.
+  std::vector<CommPoint> pts;
+  int i = 0;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 2, ++i) {
+      const double t = collective_time(CostForm::kRingAllgather, kAlpha, kBeta, w, m);
+      pts.push_back({w, 1e9, 50, "allgather-padded", m, t * (i % 2 ? 1.03 : 0.97)});
+    }
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_NEAR(fits[0].alpha_s, kAlpha, 0.03 * kAlpha);
+  EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.03 * kBeta);
+}
+
+TEST(FitLinks, DropsAStalledSweepPoint) {
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  pts[1].time_s *= 8;  // one small call stalled by the shared machine
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].points, 23);
+  EXPECT_NEAR(fits[0].alpha_s, kAlpha, 0.01 * kAlpha);
+  EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.01 * kBeta);
+  EXPECT_TRUE(fits[0].beta_from.empty());
+}
+
+TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
+  // Broadcast measured only up to 2 KiB (latency-bound, with 5 % noise): its beta comes from
+  // the all-reduce on the same link, and alpha is refitted.
+  std::vector<CommPoint> pts;
+  int i = 0;
+  for (int w : {2, 4, 8}) {
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+    for (double m = 256; m <= 2048; m *= 2, ++i)
+      pts.push_back({w, 1e9, 50, "broadcast", m,
+                     collective_time(CostForm::kBinomialBroadcast, kAlpha, kBeta, w, m) *
+                         (i % 2 ? 1.05 : 0.95)});
+  }
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 2u);
+  const auto& bc = fits[0].op == "broadcast" ? fits[0] : fits[1];
+  EXPECT_EQ(bc.beta_from, "allreduce");
+  EXPECT_NEAR(bc.beta_s_per_byte, kBeta, 0.01 * kBeta);
+  EXPECT_NEAR(bc.alpha_s, kAlpha, 0.06 * kAlpha);
+}
+
+TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
+  // Core sharing: alpha grows with W (60, 120, 240 us at W = 2, 4, 8), beta is the link's.
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allgather-padded", m,
+                     collective_time(CostForm::kRingAllgather, kAlpha * w / 2, kBeta, w, m)});
+  const auto pooled = fit_links(pts);
+  ASSERT_EQ(pooled.size(), 1u);
+  const auto per_w = fit_alpha_per_workers(pts, pooled);
+  ASSERT_EQ(per_w.size(), 3u);
+  for (const auto& f : per_w) {
+    SCOPED_TRACE(f.workers);
+    EXPECT_EQ(f.beta_s_per_byte, pooled[0].beta_s_per_byte);
+    // beta from the pooled fit is within a few % of kBeta; alpha at W then within 5 %.
+    EXPECT_NEAR(f.alpha_s, kAlpha * f.workers / 2, 0.05 * kAlpha * f.workers / 2);
+  }
+}
+
+// A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8.
+ScaleModel fixture_model() {
+  std::vector<CommPoint> comm;
+  for (const char* op : {"allreduce", "allgather-padded", "broadcast"})
+    for (int w : {2, 4, 8})
+      for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+        comm.push_back({w, 1e9, 50, op, m, collective_time(cost_form(op), kAlpha, kBeta, w, m)});
+  std::vector<MeasuredCell> cells;
+  auto add = [&](const char* sp, const char* label, int w, double select_ms, double rest_ms,
+                 double dr, double f_t) {
+    MeasuredCell c;
+    c.sparsifier = sp;
+    c.label = label;
+    c.workers = w;
+    c.bandwidth_bps = 1e9;
+    c.delay_us = 50;
+    c.density = 0.001;
+    c.n_g = 25'600'000;
+    c.compute_ms = 10;
+    c.select_ms = select_ms;
+    c.non_comm_ms = select_ms + rest_ms;
+    c.iter_ms = 100;
+    c.density_ratio = dr;
+    c.f_t = f_t;
+    cells.push_back(c);
+  };
+  for (int w : {2, 8}) {
+    add("dense", "dense", w, 0, 25.6, 1000, 1);
+    add("topk", "topk", w, 102.4, 25.6, w, 1.0);  // 4 ns/element over n_g
+    add("cltk", "cltk", w, 102.4, 25.6, 1, 1.0);  // the leader's selection, every iteration
+    add("exdyna", "exdyna-exact", w, 7.68 / w, 25.6, 1.0, 1.1);  // 0.3 ns/element over n_g/W
+  }
+  return ScaleModel::fit(comm, cells);
+}
+
+TEST(ScaleModel, PredictionsEqualTheClosedForms) {
+  const auto m = fixture_model();
+  const double ng = 25'600'000, k = std::floor(0.001 * ng);
+  const auto ar = [](int w, double bytes, double beta = kBeta) {
+    return 1e3 * collective_time(CostForm::kRingAllreduce, kAlpha, beta, w, bytes);
+  };
+  const auto ag = [](int w, double bytes, double beta = kBeta) {
+    return 1e3 * collective_time(CostForm::kRingAllgather, kAlpha, beta, w, bytes);
+  };
+  const auto bc = [](int w, double bytes) {
+    return 1e3 * collective_time(CostForm::kBinomialBroadcast, kAlpha, kBeta, w, bytes);
+  };
+  const double rest = 25.6;  // 1 ns/element over n_g for every label
+  {
+    const auto p = m.predict("dense", 8, 1e9, 0.001, ng);
+    EXPECT_NEAR(p.comm_ms, ar(8, 4 * ng), 1e-6 * p.comm_ms);
+    EXPECT_NEAR(p.iter_ms, 10 + rest + ar(8, 4 * ng), 1e-6 * p.iter_ms);
+  }
+  {
+    const auto p = m.predict("cltk", 8, 1e9, 0.001, ng);
+    EXPECT_NEAR(p.select_ms, 102.4, 1e-6);  // the leader's scan of n_g is on the critical path
+    EXPECT_NEAR(p.comm_ms, bc(8, 4 * k) + ar(8, 4 * k), 1e-6 * p.comm_ms);
+  }
+  {
+    // Top-k: k' = W k (each worker sends k), f = 1, no overlap known: all-reduce of W k values.
+    const auto p = m.predict("topk", 8, 1e9, 0.001, ng);
+    EXPECT_NEAR(p.select_ms, 102.4, 1e-6);
+    EXPECT_NEAR(p.comm_ms, ag(8, 8) + ag(8, 4 * k) + ar(8, 4 * 8 * k), 1e-6 * p.comm_ms);
+    // At W = 32 (not measured) the build-up continues: k' = 32 k.
+    const auto q = m.predict("topk", 32, 1e9, 0.001, ng);
+    EXPECT_NEAR(q.comm_ms, ag(32, 8) + ag(32, 4 * k) + ar(32, 4 * 32 * k), 1e-6 * q.comm_ms);
+  }
+  {
+    const auto p = m.predict("exdyna-exact", 8, 1e9, 0.001, ng);
+    EXPECT_NEAR(p.select_ms, 0.3e-6 * ng / 8, 1e-6);
+    EXPECT_NEAR(p.comm_ms, ag(8, 8) + ag(8, 4 * 1.1 * k / 8) + ar(8, 4 * k), 1e-6 * p.comm_ms);
+    // W = 64: f(t) = the worker cap at the Poisson floor.
+    const double share = k / 64,
+                 cap = std::floor((1 + std::sqrt(2 * std::log(64.0) / share)) * share);
+    const auto q = m.predict("exdyna-exact", 64, 1e9, 0.001, ng);
+    EXPECT_NEAR(q.comm_ms, ag(64, 8) + ag(64, 4 * cap) + ar(64, 4 * k), 1e-6 * q.comm_ms);
+    // 10 Gbit/s (not measured): beta scaled by the rate ratio, alpha kept.
+    const auto r = m.predict("exdyna-exact", 8, 1e10, 0.001, ng);
+    EXPECT_NEAR(
+        r.comm_ms,
+        ag(8, 8, kBeta / 10) + ag(8, 4 * 1.1 * k / 8, kBeta / 10) + ar(8, 4 * k, kBeta / 10),
+        1e-6 * r.comm_ms);
+  }
+}
+
+TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
+  const auto m = fixture_model();
+  const auto t = CsvTable::parse(m.model_csv(), "model.csv",
+                                 {"label", "workers", "bandwidth_bps", "density", "n_g",
+                                  "pred_iter_ms", "pred_select_ms", "pred_comm_ms"});
+  EXPECT_EQ(t.rows(), 4u * 8 * 3);  // 4 labels x W = 2..256 x 3 rates
+  const auto f = CsvTable::parse(m.fit_csv(), "model_fit.csv", {"kind", "name", "alpha_s"});
+  EXPECT_EQ(f.rows(), 3u + 3u * 3 + 4u);  // pooled fits, alpha at each W, labels
+}
+
+TEST(ScaleModel, ErrorsAreRelativeToTheMeasurement) {
+  const auto m = fixture_model();
+  MeasuredCell c;
+  c.sparsifier = "dense";
+  c.label = "dense";
+  c.workers = 8;
+  c.bandwidth_bps = 1e9;
+  c.density = 0.001;
+  c.n_g = 25'600'000;
+  const double pred = m.predict("dense", 8, 1e9, 0.001, 25'600'000).iter_ms;
+  c.iter_ms = pred / 1.25;
+  const auto e = model_errors(m, {c});
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NEAR(e[0].rel_error, 0.25, 1e-9);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Measurements, MalformedCellsCsvIsRefusedNamingFileAndLine) {
+  const auto dir = temp_dir("bad");
+  const std::string good = testing::cells_csv({{"dense", "dense", 2, 1e9, 0.01, 50, 0, 30, 1, 1},
+                                               {"topk", "topk", 2, 1e9, 0.01, 40, 8, 20, 2, 1}});
+  // A short row on line 3.
+  auto text = good;
+  const auto line3 = text.find('\n', text.find('\n') + 1) + 1;
+  text = text.substr(0, line3) + "topk,topk,2,1e9\n";
+  testing::write(dir / "cells.csv", text);
+  auto msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  EXPECT_NE(msg.find("cells.csv line 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fields"), std::string::npos) << msg;
+  // A field that is not a number on line 2.
+  text = good;
+  const auto pos = text.find(",50,", text.find('\n'));
+  text.replace(pos, 4, ",fast,");
+  testing::write(dir / "cells.csv", text);
+  msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  EXPECT_NE(msg.find("cells.csv line 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
+  // A header without a required column.
+  testing::write(dir / "cells.csv", "sparsifier,label\ndense,dense\n");
+  msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  EXPECT_NE(msg.find("cells.csv line 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'workers'"), std::string::npos) << msg;
+  fs::remove_all(dir);
+}
+
+TEST(Measurements, ParsesRatesAndCellDirectoryNames) {
+  EXPECT_EQ(parse_rate("1gbit"), 1e9);
+  EXPECT_EQ(parse_rate("100mbit"), 1e8);
+  EXPECT_EQ(parse_rate("10000000000"), 1e10);
+  EXPECT_FALSE(parse_rate("fast"));
+  const auto dir = temp_dir("names");
+  fs::create_directories(dir / "cells" / "exdyna-exact-w8-b1gbit-d0.001");
+  fs::create_directories(dir / "cells" / "not-a-cell");
+  const auto found = find_cell_dirs(dir);
+  ASSERT_EQ(found.size(), 1u);
+  const auto& k = found.begin()->first;
+  EXPECT_EQ(k.label, "exdyna-exact");
+  EXPECT_EQ(k.workers, 8);
+  EXPECT_EQ(k.bandwidth_bps, 1e9);
+  EXPECT_EQ(k.density, 0.001);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace exdyna::eval
