@@ -67,11 +67,10 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   gather_mine_.resize(per_rank);
   gather_all_.resize(n * per_rank);
   counts_.resize(n);
-  // Room for the largest partition plus a margin, so early re-balancing does not reallocate.
-  std::int64_t largest = 0;
-  for (int j = 0; j < parts_.size(); ++j) largest = std::max(largest, parts_.range(j).size());
-  idx_.resize(static_cast<std::size_t>(std::min(cfg_.n_g, largest + largest / 4)));
-  if (hist_) abs_.resize(idx_.size());
+  // Room for any partition (balance may give one worker most of the vector): never reallocated in
+  // a step, and only the pages a partition writes become resident (core/scratch_buffer.hpp).
+  idx_.reset(static_cast<std::size_t>(cfg_.n_g));
+  if (hist_) abs_.reset(idx_.capacity());
   worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
   if (cfg_.exdyna.controller == core::Controller::kExact) plan_scratch_.resize(3 * n);
 }
@@ -104,10 +103,6 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.other += sw.lap();
 
   // Alg. 4 on this worker's partition.
-  if (static_cast<std::int64_t>(idx_.size()) < range.size()) {
-    idx_.resize(static_cast<std::size_t>(range.size()));
-    if (hist_) abs_.resize(idx_.size());
-  }
   const auto part =
       acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size()));
   const bool exact = cfg_.exdyna.controller == core::Controller::kExact;

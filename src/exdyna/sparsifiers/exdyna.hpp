@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "exdyna/core/partition.hpp"
+#include "exdyna/core/scratch_buffer.hpp"
 #include "exdyna/core/threshold.hpp"
 #include "exdyna/sparsifiers/config.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
@@ -70,14 +71,16 @@ class ExDyna final : public Sparsifier {
   std::vector<double> block_load_;  // exact balance: smoothed selections per block
 
   // Per-step buffers, kept between steps so the steady state does not allocate.
-  std::vector<Index> idx_;
+  // This worker's selection (or candidates), and the candidates' |acc| (exact controller and
+  // ladders): room for a partition of all n_g elements, untouched until written.
+  core::ScratchBuffer<Index> idx_;
   std::vector<std::int64_t> gather_mine_;
   std::vector<std::int64_t> gather_all_;
   std::vector<std::int64_t> counts_;
-  std::vector<std::int64_t> bins_;          // this worker's ladder bins
-  std::vector<std::int64_t> summed_bins_;   // over all workers
-  std::vector<std::uint32_t> block_hits_;   // this step's selections per block
-  std::vector<float> abs_;                  // ladder candidates' |acc|
+  std::vector<std::int64_t> bins_;         // this worker's ladder bins
+  std::vector<std::int64_t> summed_bins_;  // over all workers
+  std::vector<std::uint32_t> block_hits_;  // this step's selections per block
+  core::ScratchBuffer<float> abs_;
   std::vector<std::int64_t> plan_scratch_;  // exact controller: plan_worker_counts' scratch
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
 };
