@@ -2,6 +2,8 @@
 // forms, and malformed measurement files refused with the file and line.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cmath>
 #include <filesystem>
 
@@ -117,10 +119,47 @@ TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
   ASSERT_EQ(per_w.size(), 3u);
   for (const auto& f : per_w) {
     SCOPED_TRACE(f.workers);
-    EXPECT_EQ(f.beta_s_per_byte, pooled[0].beta_s_per_byte);
-    // beta from the pooled fit is within a few % of kBeta; alpha at W then within 5 %.
+    // Each W's sweep pins its own beta (sizes up to 64 MiB): the link's, and alpha at W within 5 %.
+    EXPECT_EQ(f.beta_from, "");
+    EXPECT_NEAR(f.beta_s_per_byte, kBeta, 0.01 * kBeta);
     EXPECT_NEAR(f.alpha_s, kAlpha * f.workers / 2, 0.05 * kAlpha * f.workers / 2);
   }
+}
+
+TEST(FitLinks, BetaPerWorkersFollowsTimePerByteThatGrowsWithW) {
+  // Cores, not the link, limit the rate at larger W: beta 1x, 1.5x, 3x at W = 2, 4, 8.
+  const std::map<int, double> slow{{2, 1.0}, {4, 1.5}, {8, 3.0}};
+  std::vector<CommPoint> pts;
+  for (const auto& [w, x] : slow)
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta * x, w, m)});
+  const auto per_w = fit_alpha_per_workers(pts, fit_links(pts));
+  ASSERT_EQ(per_w.size(), 3u);
+  for (const auto& f : per_w) {
+    SCOPED_TRACE(f.workers);
+    EXPECT_NEAR(f.beta_s_per_byte, kBeta * slow.at(f.workers), 0.01 * kBeta * slow.at(f.workers));
+    EXPECT_NEAR(f.alpha_s, kAlpha, 0.05 * kAlpha);
+  }
+}
+
+TEST(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
+  // At W = 8 only latency-bound sizes (1 KiB .. 8 KiB): beta cannot be fitted there.
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  for (double m = 1024; m <= 8192; m *= 2)
+    pts.push_back({8, 1e9, 50, "allreduce", m,
+                   collective_time(CostForm::kRingAllreduce, 2 * kAlpha, kBeta, 8, m)});
+  const auto pooled = fit_links(pts);
+  const auto per_w = fit_alpha_per_workers(pts, pooled);
+  ASSERT_EQ(per_w.size(), 3u);
+  const auto& w8 = per_w.back();
+  ASSERT_EQ(w8.workers, 8);
+  EXPECT_EQ(w8.beta_s_per_byte, pooled[0].beta_s_per_byte);
+  EXPECT_NE(w8.beta_from, "");
 }
 
 // A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8.

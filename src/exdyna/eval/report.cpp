@@ -154,8 +154,11 @@ const char* kModelMethod =
     "fitted link efficiency (wire time per byte / b) is assumed to carry over, and a is kept.\n\n"
     "Iteration = compute + selection + other non-communication + communication, with: selection "
     "= per-element cost x n_g/W for ExDyna (its partition), x n_g for the others (CLT-k's leader "
-    "selects over n_g while the others wait); accumulate/update/other = per-element cost x n_g for "
-    "every label (costs: medians over each label's cells). Dense: all-reduce of 4 n_g bytes. "
+    "selects over n_g while the others wait), its cost per element the median over the label's "
+    "cells at the density nearest to d; accumulate/update/other = a x n_g + b x G, G = k' the "
+    "values gathered per iteration (the update's scatter and the union grow with it), a and b "
+    "fitted per label over its cells by least squares on relative residuals. Dense: all-reduce of "
+    "4 n_g bytes. "
     "Sparse: all-gather of the counts (exact), padded all-gather of 4 max k_i bytes per rank, "
     "all-reduce "
     "of 4 k_u values, with max k_i = f(t) k'/W; Top-k-like labels (topk, hard-threshold, sidco) "
@@ -178,31 +181,40 @@ std::string model_md(const ScaleModel& model) {
        << fmt("%.2f", f.link_efficiency) << " | "
        << (f.beta_from.empty() ? std::string("own sweep") : f.beta_from) << " | " << f.points
        << " | " << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
-  os << "\nPer-element costs per label:\n\n| label | selection (ns/element) | other non-comm "
-        "(ns/element) | compute (ms) | cells |\n|---|---|---|---|---|\n";
+  os << "\nNon-communication costs per label:\n\n| label | selection (ns/element) at each d | "
+        "other: a (ns/element) | other: b (ns/gathered value) | compute (ms) | cells "
+        "|\n|---|---|---|---|---|---|\n";
   for (const auto& l : ordered_labels(model.labels()))
     for (const auto& c : model.costs())
-      if (c.label == l)
-        os << "| " << l << " | " << fmt("%.3f", c.select_s_per_element * 1e9) << " | "
-           << fmt("%.3f", c.rest_s_per_element * 1e9) << " | " << fmt("%.3g", c.compute_ms) << " | "
+      if (c.label == l) {
+        std::string sel;
+        for (const auto& [d, v] : c.select_by_density)
+          sel += (sel.empty() ? "" : ", ") + num_text(d) + ": " + fmt("%.3f", v * 1e9);
+        os << "| " << l << " | " << sel << " | " << fmt("%.3f", c.rest_s_per_element * 1e9) << " | "
+           << fmt("%.2f", c.rest_s_per_value * 1e9) << " | " << fmt("%.3g", c.compute_ms) << " | "
            << c.points << " |\n";
+      }
   return os.str() + "\n";
 }
 
 std::string alpha_per_workers_md(const ScaleModel& model) {
   if (model.alpha_per_workers().empty()) return "";
   std::ostringstream os;
-  os << "alpha fitted at each measured W alone (beta of the link kept): where W ranks share "
-        "fewer cores, the latency of a call grows with W beyond (W-1) alpha.\n\n| op | link | "
-        "W | alpha (us) | points | rel. RMS |\n|---|---|---|---|---|---|\n";
+  os << "alpha and beta fitted at each measured W alone (the pooled beta kept where that W's "
+        "sizes do not pin it): where W ranks share fewer cores, a call's latency grows with W "
+        "beyond (W-1) alpha, and its time per byte too (the cores, not the link, limit the "
+        "rate).\n\n| op | link | W | alpha (us) | 1/beta (MB/s) | beta from | points | rel. RMS "
+        "|\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : model.alpha_per_workers())
     os << "| " << f.op << " | " << rate_text(f.bandwidth_bps) << " | " << f.workers << " | "
-       << fmt("%.1f", f.alpha_s * 1e6) << " | " << f.points << " | "
-       << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
+       << fmt("%.1f", f.alpha_s * 1e6) << " | "
+       << (f.beta_s_per_byte > 0 ? fmt("%.1f", 1e-6 / f.beta_s_per_byte) : "—") << " | "
+       << (f.beta_from.empty() ? std::string("own sweep at W") : f.beta_from) << " | " << f.points
+       << " | " << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
   return os.str() + "\n";
 }
 
-// pooled: the model's predictions; at_w: the same with the alpha fitted at the cell's W.
+// pooled: the model's predictions; at_w: the same with alpha and beta fitted at the cell's W.
 std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<ModelError>& at_w) {
   auto count = [](const std::vector<ModelError>& es, double& worst) {
     int within = 0;
@@ -217,11 +229,11 @@ std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<M
   const int inp = count(pooled, wp), inw = count(at_w, ww);
   std::ostringstream os;
   os << "**Predicted against measured iteration time (the issue's target: within +-20 %): " << inp
-     << " of " << pooled.size() << " cells with the link's alpha (largest error "
+     << " of " << pooled.size() << " cells with the link's fit over every W (largest error "
      << fmt("%.1f %%", 100 * wp) << "); " << inw << " of " << at_w.size()
-     << " with the alpha fitted at the cell's W (largest error " << fmt("%.1f %%", 100 * ww)
-     << ").**\n\n| label | W | link | d | measured (ms) | model (ms) | error | model, alpha at "
-        "W (ms) | error | within +-20 % | comm: measured / model at W (ms) | non-comm: measured / "
+     << " with alpha and beta fitted at the cell's W (largest error " << fmt("%.1f %%", 100 * ww)
+     << ").**\n\n| label | W | link | d | measured (ms) | model (ms) | error | model, fit at W "
+        "(ms) | error | within +-20 % | comm: measured / model at W (ms) | non-comm: measured / "
         "model (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < pooled.size() && i < at_w.size(); ++i) {
     const auto& e = pooled[i];
@@ -234,7 +246,7 @@ std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<M
        << fmt("%+.1f %%", 100 * f.rel_error) << " | "
        << (ok && ok_w ? "yes"
            : ok       ? "model only"
-           : ok_w     ? "alpha at W only"
+           : ok_w     ? "fit at W only"
                       : "**no**")
        << " | " << fmt("%.3f", e.cell.comm_ms) << " / " << fmt("%.3f", f.pred.comm_ms) << " | "
        << fmt("%.3f", e.cell.non_comm_ms) << " / " << fmt("%.3f", f.pred.non_comm_ms) << " |\n";

@@ -122,7 +122,64 @@ void robust_solve(std::vector<Row>& rows, double fixed_beta, double& alpha, doub
   }
 }
 
+// Whether a fit's sizes pin beta: the bandwidth term is at least 30 % of the largest call's time,
+// and beta is not faster than the wire.
+bool pins_beta(const std::vector<Row>& rows, double /*alpha*/, double beta, double bandwidth_bps) {
+  double share = 0;
+  for (const auto& r : rows) share = std::max(share, r.xb * beta / r.t);
+  return beta > 0 && share >= 0.3 && (8.0 / bandwidth_bps) / beta <= 1.05;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Values gathered per iteration at target density d: k' = (k' / k) k; none for dense.
+double gathered_values(std::string_view sparsifier, double sent_ratio, double density, double n_g) {
+  return sparsifier == "dense" ? 0.0 : sent_ratio * std::floor(density * n_g);
+}
+
+// One label's costs from its cells (see LabelCost).
+LabelCost fit_label_cost(const std::string& label, const std::vector<const MeasuredCell*>& cs) {
+  LabelCost lc;
+  lc.label = label;
+  lc.sparsifier = cs.front()->sparsifier;
+  std::vector<double> sel_pe, compute;
+  std::map<double, std::vector<double>> sel_by_d;
+  std::vector<Row> rest;
+  for (const auto* c : cs) {
+    const double ng = static_cast<double>(c->n_g);
+    // The selection is part of the non-communication time: a select_ms above it (timed in wall
+    // time on a shared machine) is capped there, so the two costs add up to the measurement.
+    const double sel = std::min(c->select_ms, c->non_comm_ms);
+    const double pe = sel * 1e-3 / measured_select_elements(c->sparsifier, c->workers, ng);
+    sel_pe.push_back(pe);
+    sel_by_d[c->density].push_back(pe);
+    const double dr = c->density_ratio > 0 ? c->density_ratio : 1;
+    const double t = (c->non_comm_ms - sel) * 1e-3;
+    if (t > 0) rest.push_back({ng, gathered_values(c->sparsifier, dr, c->density, ng), t});
+    compute.push_back(c->compute_ms);
+  }
+  lc.select_s_per_element = median_of(sel_pe);
+  for (auto& [d, v] : sel_by_d) lc.select_by_density.emplace_back(d, median_of(v));
+  // Medians would not see G; a least-squares fit that drops stalled cells (robust_solve) does.
+  if (!rest.empty()) robust_solve(rest, -1, lc.rest_s_per_element, lc.rest_s_per_value);
+  lc.compute_ms = median_of(compute);
+  lc.points = static_cast<int>(cs.size());
+  return lc;
+}
+
 }  // namespace
+
+double LabelCost::select_at(double density) const {
+  if (select_by_density.empty()) return select_s_per_element;
+  const std::pair<double, double>* best = nullptr;
+  for (const auto& e : select_by_density)
+    if (!best || log_distance(e.first, density) < log_distance(best->first, density)) best = &e;
+  return best->second;
+}
 
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
   std::map<std::tuple<std::string, double, double>, std::vector<Row>> groups;
@@ -146,15 +203,9 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
   // beta belongs to the link, not the op: where an op's sweep did not pin it (its sizes too small,
   // or a beta faster than the wire), take the link's beta from an op that did (all-reduce first,
   // it has the largest sizes) and refit alpha alone.
-  // Pinned: the bandwidth term is at least 30 % of the largest call's time.
   std::vector<bool> pinned(out.size());
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const auto& f = out[i];
-    double share = 0;
-    for (const auto& r : kept[i]) share = std::max(share, r.xb * f.beta_s_per_byte / r.t);
-    pinned[i] = f.beta_s_per_byte > 0 && share >= 0.3 &&
-                (8.0 / f.bandwidth_bps) / f.beta_s_per_byte <= 1.05;
-  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    pinned[i] = pins_beta(kept[i], out[i].alpha_s, out[i].beta_s_per_byte, out[i].bandwidth_bps);
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (pinned[i]) continue;
     const LinkFit* donor = nullptr;
@@ -191,7 +242,16 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
     for (auto& [w, rows] : by_w) {
       LinkFit g = f;
       g.workers = w;
-      robust_solve(rows, f.beta_s_per_byte, g.alpha_s, g.beta_s_per_byte);
+      auto own = rows;
+      robust_solve(own, -1, g.alpha_s, g.beta_s_per_byte);
+      if (pins_beta(own, g.alpha_s, g.beta_s_per_byte, g.bandwidth_bps)) {
+        rows = std::move(own);
+        g.beta_from = "";
+      } else {
+        robust_solve(rows, f.beta_s_per_byte, g.alpha_s, g.beta_s_per_byte);
+        g.beta_from = f.beta_from.empty() ? f.op + " (all W)" : f.beta_from;
+      }
+      g.link_efficiency = g.beta_s_per_byte > 0 ? (8.0 / g.bandwidth_bps) / g.beta_s_per_byte : 0;
       g.points = static_cast<int>(rows.size());
       g.rel_rms = rms_of(rows, g.alpha_s, g.beta_s_per_byte);
       out.push_back(g);
@@ -215,35 +275,9 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
   m.links_ = fit_links(comm);
   m.per_w_ = fit_alpha_per_workers(comm, m.links_);
   m.cells_ = cells;
-  // Per-element costs: medians over the label's cells, so one cell whose few iterations met a
-  // stall of the shared machine does not set the label's cost.
   std::map<std::string, std::vector<const MeasuredCell*>> by_label;
   for (const auto& c : cells) by_label[c.label].push_back(&c);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const auto n = v.size();
-    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
-  for (const auto& [label, cs] : by_label) {
-    LabelCost lc;
-    lc.label = label;
-    lc.sparsifier = cs.front()->sparsifier;
-    std::vector<double> sel_pe, rest_pe, compute;
-    for (const auto* c : cs) {
-      const double ng = static_cast<double>(c->n_g);
-      // The selection is part of the non-communication time: a select_ms above it (timed in wall
-      // time on a shared machine) is capped there, so the two costs add up to the measurement.
-      const double sel = std::min(c->select_ms, c->non_comm_ms);
-      sel_pe.push_back(sel * 1e-3 / measured_select_elements(c->sparsifier, c->workers, ng));
-      rest_pe.push_back((c->non_comm_ms - sel) * 1e-3 / ng);
-      compute.push_back(c->compute_ms);
-    }
-    lc.select_s_per_element = median(sel_pe);
-    lc.rest_s_per_element = median(rest_pe);
-    lc.compute_ms = median(compute);
-    lc.points = static_cast<int>(cs.size());
-    m.costs_.push_back(lc);
-  }
+  for (const auto& [label, cs] : by_label) m.costs_.push_back(fit_label_cost(label, cs));
   // Exchange shapes per (label, W, d): means over bandwidths.
   std::map<std::tuple<std::string, int, double>, std::pair<ExchangeShape, int>> acc;
   for (const auto& c : cells) {
@@ -345,8 +379,9 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   const auto& sp = lc.sparsifier;
   Prediction p;
   p.compute_ms = lc.compute_ms;
-  p.select_ms = 1e3 * lc.select_s_per_element * critical_select_elements(sp, workers, n_g);
-  p.non_comm_ms = p.select_ms + 1e3 * lc.rest_s_per_element * n_g;
+  p.select_ms = 1e3 * lc.select_at(density) * critical_select_elements(sp, workers, n_g);
+  const double g = gathered_values(sp, sent_ratio(label, workers, density), density, n_g);
+  p.non_comm_ms = p.select_ms + 1e3 * (lc.rest_s_per_element * n_g + lc.rest_s_per_value * g);
   const double W = workers;
   const double k = std::floor(density * n_g);
   if (sp == "dense") {
@@ -357,22 +392,17 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   } else {
     const auto& near = shape(label, workers, density);
     const auto& s = near.s;
-    double kp = 0, f = s.f_t;
-    if (is_topk_like(sp)) {
-      // Every worker sends its own ~k: k' grows with W (the gradient build-up).
-      kp = s.density_ratio / near.workers * W * k;
-    } else {
-      kp = s.density_ratio * k;
-      if (near.workers != workers) {
-        // Unmeasured W: the exact controller's worker cap at the Poisson floor bounds f(t); the
-        // paper's controller has no cap, so keep the worse of its measured f(t) and that floor.
-        core::ExDynaOptions cap;
-        cap.worker_cap = core::ExDynaOptions::kAutoCap;
-        const double kcap = static_cast<double>(
-            cap.max_per_worker(static_cast<std::int64_t>(std::max(kp, 1.0)), workers));
-        const double floor_f = kcap * W / std::max(kp, 1.0);
-        f = label.find("exact") != std::string::npos ? floor_f : std::max(s.f_t, floor_f);
-      }
+    const double kp = sent_ratio(label, workers, density) * k;
+    double f = s.f_t;
+    if (!is_topk_like(sp) && near.workers != workers) {
+      // Unmeasured W: the exact controller's worker cap at the Poisson floor bounds f(t); the
+      // paper's controller has no cap, so keep the worse of its measured f(t) and that floor.
+      core::ExDynaOptions cap;
+      cap.worker_cap = core::ExDynaOptions::kAutoCap;
+      const double kcap = static_cast<double>(
+          cap.max_per_worker(static_cast<std::int64_t>(std::max(kp, 1.0)), workers));
+      const double floor_f = kcap * W / std::max(kp, 1.0);
+      f = label.find("exact") != std::string::npos ? floor_f : std::max(s.f_t, floor_f);
     }
     const double max_k = f * kp / W;
     p.allgather_ms =
@@ -385,6 +415,15 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   p.comm_ms = p.allgather_ms + p.allreduce_ms + p.broadcast_ms;
   p.iter_ms = p.compute_ms + p.non_comm_ms + p.comm_ms;
   return p;
+}
+
+double ScaleModel::sent_ratio(const std::string& label, int workers, double density) const {
+  if (cost(label).sparsifier == "dense") return 1;
+  const auto& near = shape(label, workers, density);
+  // Top-k-like: every worker sends its own ~k, so k' grows with W (the gradient build-up).
+  return is_topk_like(cost(label).sparsifier)
+             ? near.s.density_ratio / near.workers * static_cast<double>(workers)
+             : near.s.density_ratio;
 }
 
 std::string ScaleModel::model_csv() const {
@@ -406,18 +445,19 @@ std::string ScaleModel::model_csv() const {
 std::string ScaleModel::fit_csv() const {
   std::ostringstream os;
   os << "kind,name,workers,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
-        "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from\n";
+        "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from,"
+        "rest_s_per_value\n";
   std::vector<LinkFit> all = links_;
   all.insert(all.end(), per_w_.begin(), per_w_.end());
   for (const auto& f : all)
     os << "collective," << f.op << ',' << (f.workers ? std::to_string(f.workers) : "all") << ','
        << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us) << ',' << num_text(f.alpha_s)
        << ',' << num_text(f.beta_s_per_byte) << ',' << num_text(f.link_efficiency) << ",,,,"
-       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << '\n';
+       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << ",\n";
   for (const auto& c : costs_)
     os << "label," << c.label << ",,,,,,," << num_text(c.select_s_per_element) << ','
        << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
-       << ",,\n";
+       << ",,," << num_text(c.rest_s_per_value) << '\n';
   return os.str();
 }
 

@@ -48,8 +48,10 @@ struct LinkFit {
 };
 
 // Where W ranks share fewer cores than W (emulated hosts on one machine), a call's latency grows
-// with W beyond (W-1) alpha: each rank waits to be scheduled. For each pooled fit and each W of
-// its sweep, alpha refitted at that W alone with the pooled beta (LinkFit::workers = W).
+// with W beyond (W-1) alpha (each rank waits to be scheduled), and so does its time per byte (W
+// ranks copy and sum through the same cores; at 10 Gbit/s the cores, not the link, are the limit).
+// For each pooled fit and each W of its sweep, alpha and beta refitted at that W alone
+// (LinkFit::workers = W); where that W's sizes do not pin beta, the pooled beta is kept.
 std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
                                            const std::vector<LinkFit>& pooled);
 
@@ -57,14 +59,22 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
 // more than 3x the median relative residual off (and over 10 %) are dropped and the fit redone.
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 
-// Per-element non-communication costs of one label: selection scans n_g / W elements for ExDyna's
-// partition, n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the
-// leader); accumulate, update and other scan n_g for every label. Each cost is the median over
-// the label's cells of time / elements.
+// Non-communication costs of one label. Selection scans n_g / W elements for ExDyna's partition,
+// n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the leader); its
+// cost per element is the median over the label's cells at each density (the number of values a
+// selection keeps changes its cost: Top-k's heap, the ladders' candidates). The rest (accumulate,
+// update, bookkeeping) is fitted over all the label's cells as rest_s_per_element x n_g +
+// rest_s_per_value x G, G the values gathered per iteration (k' = the sum of the k_i): the
+// update's scatter and the union of the gathered lists grow with G, so with W for the Top-k-like
+// labels (the build-up) and with their overshoot of the density.
 struct LabelCost {
   std::string label, sparsifier;
-  double select_s_per_element = 0, rest_s_per_element = 0, compute_ms = 0;
+  double select_s_per_element = 0;  // median over every cell (shown in the report)
+  std::vector<std::pair<double, double>> select_by_density;  // (d, s per element)
+  double rest_s_per_element = 0, rest_s_per_value = 0, compute_ms = 0;
   int points = 0;
+  // The selection cost per element measured at the density nearest to d (log scale).
+  double select_at(double density) const;
 };
 
 // Elements the measured selection time of `sparsifier` covers at W workers (the cells' select_ms
@@ -88,9 +98,9 @@ struct Prediction {
   double allgather_ms = 0, allreduce_ms = 0, broadcast_ms = 0;
 };
 
-// Which alpha a prediction uses: the link's pooled alpha (the scale model proper, also for W that
-// were not measured), or where this W was measured at this rate the alpha fitted at this W (what
-// the emulation's latency was there, core sharing included).
+// Which collective fit a prediction uses: the link's pooled alpha-beta (the scale model proper,
+// also for W that were not measured), or where this W was measured at this rate the alpha and beta
+// fitted at this W (what the emulation's links did there, core sharing included).
 enum class Latency { kPooled, kAtMeasuredWorkers };
 
 class ScaleModel {
@@ -129,6 +139,10 @@ class ScaleModel {
   // The measured shape nearest to (W, d): nearest density, then nearest W, then the larger W.
   const ShapeAt& shape(const std::string& label, int workers, double density) const;
   const LabelCost& cost(const std::string& label) const;
+
+  // k' / k of `label` at (W, d): the measured shape's, Top-k-like labels scaled by W / W_measured
+  // (every worker sends its own k: the build-up grows with W).
+  double sent_ratio(const std::string& label, int workers, double density) const;
 
   std::vector<LinkFit> links_, per_w_;
   std::vector<LabelCost> costs_;
