@@ -54,6 +54,12 @@ case $case_name in
     if [ "$case_name" = simulate_bad_gather ]; then run 2 "${sim[@]}" --gather fast
     else run 2 "${train[@]}" --gather fast --out "$tmp/t"; fi
     has "--gather: gather mode 'fast' is not valid; expected 'padded' or 'exact'" ;;
+  train_bad_lstm_layers)
+    # Both spellings are refused naming the flag's own name, not the alias.
+    for f in --lstm-layers --layers; do
+      run 2 "${train[@]}" "$f" 0 --out "$tmp/t"
+      has "--lstm-layers 0 is not valid; expected > 0"
+    done ;;
   simulate_exdyna_options | train_exdyna_options)
     # --blocks and --initial-threshold reach ExDyna: 64 blocks over 2 partitions, and the paper
     # controller's first threshold is the one given.
