@@ -290,12 +290,11 @@ void add_compare_command(CLI::App& app, Action& action) {
   // that a selected label fixes (--controller with exdyna-paper) is refused, not overridden.
   add_tuning_options(sub, a.tuning);
   sub->footer(
-      "Sparsifier options (--gather ... --sidco-stages) go to every cell they apply to: --gather "
-      "to "
-      "all, the ExDyna options to the exdyna* labels, --hard-threshold to hard-threshold, "
-      "--sidco-stages to sidco. One that a selected label fixes (--controller, --balance or "
-      "--worker-cap with exdyna-paper or exdyna-exact) is refused: compare the label exdyna to "
-      "choose them.");
+      "Sparsifier options (--gather ... --sidco-stages) go to every cell they apply to: "
+      "--gather to all, the ExDyna options to the exdyna* labels, --hard-threshold to "
+      "hard-threshold, --sidco-stages to sidco. One that a selected label fixes (--controller, "
+      "--balance or --worker-cap with exdyna-paper or exdyna-exact) is refused: compare the "
+      "label exdyna to choose them.");
   sub->callback([&action, args, sub, o_w, o_b, o_d, o_ng, o_it] {
     auto& a = *args;
     a.given = given_tuning_options(*sub);
