@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One case of the sparsifier flags that `exdyna simulate` and `exdyna train` share
+# One case of the sparsifier flags that `exdyna simulate`, `exdyna train` and `exdyna compare` share
 # (apps/sparsifier_cli.hpp): each command's --help lists them, an old spelling is an alias of the
 # new one, the ExDyna options reach the sparsifier, and a bad value exits 2 naming the value.
 #   flags_case.sh EXDYNA CASE
@@ -37,6 +37,14 @@ case $case_name in
     done
     if [ "$case_name" = simulate_help ]; then has '^ +--synthetic-layers,--layers '
     else has '^ +--lstm-layers,--layers '; fi ;;
+  compare_help)
+    # compare's labels choose the sparsifier: it takes the options that tune one, as simulate does.
+    run 0 compare --help
+    for f in '--gather,--gather-mode' --blocks --min-blk --initial-threshold --controller --balance \
+             --worker-cap --hard-threshold --sidco-stages; do
+      has "^ +$f "
+    done
+    if grep -Eq -- '^ +--sparsifier ' <<<"$out"; then fail "compare lists --sparsifier"; fi ;;
   simulate_gather_alias)
     # Both spellings run, and run the same thing.
     run 0 "${sim[@]}" --gather exact --decisions "$tmp/new.csv"
@@ -54,6 +62,12 @@ case $case_name in
     if [ "$case_name" = simulate_bad_gather ]; then run 2 "${sim[@]}" --gather fast
     else run 2 "${train[@]}" --gather fast --out "$tmp/t"; fi
     has "--gather: gather mode 'fast' is not valid; expected 'padded' or 'exact'" ;;
+  train_bad_lstm_layers)
+    # Both spellings are refused naming the flag's own name, not the alias.
+    for f in --lstm-layers --layers; do
+      run 2 "${train[@]}" "$f" 0 --out "$tmp/t"
+      has "--lstm-layers 0 is not valid; expected > 0"
+    done ;;
   simulate_exdyna_options | train_exdyna_options)
     # --blocks and --initial-threshold reach ExDyna: 64 blocks over 2 partitions, and the paper
     # controller's first threshold is the one given.

@@ -33,6 +33,7 @@
 #include "exdyna/comm/fingerprint.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 
@@ -53,12 +54,6 @@ struct Args {
   int mismatch_rank = -1;
   std::string only;  // run only this sparsifier
 };
-
-std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 
 std::uint64_t mix(std::uint64_t x) {
   x ^= x >> 33;
@@ -171,7 +166,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
                  1.0) /
              3.0f;
     c.allreduce_sum(std::span<float>(v));
-    const auto h = static_cast<std::int64_t>(fnv(v.data(), v.size() * sizeof(float)));
+    const auto h = static_cast<std::int64_t>(core::fnv1a(v.data(), v.size() * sizeof(float)));
     std::vector<std::int64_t> all(static_cast<std::size_t>(n));
     c.allgather_counts(std::span<const std::int64_t>(&h, 1), all);
     for (int q = 0; q < n; ++q)
@@ -257,9 +252,9 @@ void run_rank(const Args& a, comm::Communicator& c) {
         out << " dense=" << res.dense << " ni=" << res.indices.size()
             << " nv=" << res.values.size();
         out << " idx=" << std::hex
-            << fnv(res.indices.data(), res.indices.size() * sizeof(res.indices[0]))
-            << " val=" << fnv(res.values.data(), res.values.size() * sizeof(float))
-            << " upd=" << fnv(grad.data(), grad.size() * sizeof(float)) << std::dec
+            << core::fnv1a(res.indices.data(), res.indices.size() * sizeof(res.indices[0]))
+            << " val=" << core::fnv1a(res.values.data(), res.values.size() * sizeof(float))
+            << " upd=" << core::fnv1a(grad.data(), grad.size() * sizeof(float)) << std::dec
             << " agi=" << st.bytes.allgather_indices << " pad=" << st.bytes.padded_elements << '\n';
       }
     }

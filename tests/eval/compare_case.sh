@@ -26,6 +26,33 @@ case "$case_name" in
   bad_workers) want="--workers '0'" expect_bad --workers 0 ;;
   bad_delay) want="'soon'" expect_bad --delay soon ;;
   bad_network) want="'wifi'" expect_bad --network wifi ;;
+  # The shared sparsifier options (apps/sparsifier_cli.hpp): one that a chosen label fixes is refused,
+  # so is one that tunes no chosen label, and a cell's options are checked before anything runs.
+  option_fixed_by_label) want="--controller exact: the label exdyna-paper in --sparsifiers fixes it"
+    expect_bad --sparsifiers exdyna,exdyna-paper --controller exact ;;
+  option_tunes_no_label) want="--blocks 64 tunes exdyna, but no label in --sparsifiers runs exdyna"
+    expect_bad --sparsifiers topk,sidco --blocks 64 ;;
+  option_bad_for_a_cell) want="cell exdyna at --workers 8, --density 0.01: n_b (blocks) 4"
+    expect_bad --sparsifiers exdyna --workers 2,8 --density 0.01 --blocks 4 ;;
+  forwards_options)
+    # Model network (no namespaces needed): --gather to every cell, --blocks to the exdyna ones.
+    "$exe" compare --no-train --network model --out "$tmp/out" --sparsifiers topk,exdyna,exdyna-exact \
+      --workers 2 --bandwidth 1gbit --density 0.01 --n-grad 65536 --iterations 1 --blocks 64 \
+      --gather-mode exact >"$tmp/stdout" 2>&1 || { cat "$tmp/stdout"; echo "compare failed"; exit 1; }
+    args() { tr -d ' \n' <"$tmp/out/cells/$1-w2-b1gbit-d0.01/cell.json" | grep -o '"args":\[[^]]*\]'; }
+    for l in topk exdyna exdyna-exact; do
+      echo "$l: $(args $l)"
+      args $l | grep -qF '"--gather","exact"' || { echo "$l: no --gather exact"; exit 1; }
+    done
+    for l in exdyna exdyna-exact; do
+      args $l | grep -qF '"--blocks","64"' || { echo "$l: no --blocks 64"; exit 1; }
+    done
+    args exdyna-exact | grep -qF '"--controller","exact"' || { echo "exdyna-exact lost its label's options"; exit 1; }
+    if args topk | grep -qF -- '--blocks'; then echo "topk was given --blocks"; exit 1; fi
+    # The blocks reached ExDyna: the two partitions of iteration 0 hold 64 blocks.
+    IFS=, read -r p0 p1 < <(sed -n 2p "$tmp/out/cells/exdyna-w2-b1gbit-d0.01/decisions.csv" | cut -d, -f10,11)
+    [[ $((p0 + p1)) -eq 64 ]] || { echo "partitions hold $((p0 + p1)) blocks, expected 64"; exit 1; }
+    ;;
   quick)
     if ! ip netns add "exdprobe$$" 2>"$tmp/probe"; then
       echo "SKIP: cannot create network namespaces here: $(cat "$tmp/probe")"; exit 77

@@ -2,6 +2,7 @@
 // short training runs (eval/efficiency.hpp) and the report (eval/report.hpp).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,12 +10,15 @@
 #include <memory>
 
 #include "exdyna/apps/commands.hpp"
+#include "exdyna/apps/sparsifier_cli.hpp"
 #include "exdyna/comm/engines/launcher.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/eval/efficiency.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/matrix.hpp"
-#include "exdyna/eval/efficiency.hpp"
 #include "exdyna/eval/report.hpp"
+#include "exdyna/sim/trace_format.hpp"
+#include "exdyna/sparsifiers/factory.hpp"
 
 namespace exdyna::apps {
 
@@ -34,8 +38,11 @@ struct CompareArgs {
   std::string network = "emulated";
   bool quick = false, report_only = false, no_train = false;
   double timeout_s = 120;
-  std::string gather, gnuplot = "gnuplot";
-  std::int64_t blocks = 0;
+  std::string gnuplot = "gnuplot";
+  // The shared sparsifier options that tune without choosing (apps/sparsifier_cli.hpp), and the
+  // ones the user gave, forwarded to the cells they apply to.
+  SparsifierCli tuning;
+  std::vector<GivenOption> given;
   std::string command_line;
 };
 
@@ -69,6 +76,69 @@ std::string self_exe() {
   std::error_code ec;
   const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("exdyna") : p.string();
+}
+
+// A given option that a selected label fixes would silently lose to it or override it: refused.
+// So is one that tunes a sparsifier no selected label runs.
+void check_given_options(const std::vector<GivenOption>& given,
+                         const std::vector<std::string>& labels) {
+  for (const auto& g : given) {
+    bool applies = g.applies_to.empty();
+    for (const auto& l : labels) {
+      const auto v = eval::variant_for(l);
+      if (!g.applies_to.empty() && v.sparsifier != g.applies_to) continue;
+      applies = true;
+      const auto fixed = std::find(v.args.begin(), v.args.end(), g.name);
+      if (fixed == v.args.end()) continue;
+      std::string sets;
+      for (const auto& a : v.args) sets += (sets.empty() ? "" : " ") + a;
+      throw InvalidArgument(detail::concat(g.name, " ", g.value, ": the label ", l,
+                                           " in --sparsifiers fixes it (", sets, "); leave ",
+                                           g.name, " out, or compare the label ", v.sparsifier,
+                                           " (which takes it) without ", l));
+    }
+    EXDYNA_CHECK_ARG(applies, g.name, " ", g.value, " tunes ", g.applies_to,
+                     ", but no label in --sparsifiers runs ", g.applies_to);
+  }
+}
+
+// The given options as simulate arguments, grouped by the sparsifier they apply to.
+std::vector<eval::ExtraArgs> forwarded_args(const std::vector<GivenOption>& given) {
+  std::vector<eval::ExtraArgs> out;
+  for (const auto& g : given) out.push_back({g.applies_to, {g.name, g.value}});
+  return out;
+}
+
+// Refuses before anything runs what a cell's `exdyna simulate` would refuse: its label's options
+// with the forwarded ones, bound to the cell's gradient length, workers and density.
+void check_cells(const eval::MatrixOptions& m) {
+  const std::int64_t n_g = m.trace_dir.empty() ? m.n_grad : sim::read_trace_meta(m.trace_dir).n_g;
+  for (const auto& l : m.labels) {
+    const auto v = eval::variant_for(l);
+    for (const int w : m.workers)
+      for (const double d : m.densities) {
+        CLI::App cell;
+        SparsifierCli cli;
+        add_sparsifier_options(&cell, cli);
+        std::vector<std::string> args{"--sparsifier", v.sparsifier};
+        args.insert(args.end(), v.args.begin(), v.args.end());
+        const auto extra = eval::extra_args_for(m.extra_simulate_args, v);
+        args.insert(args.end(), extra.begin(), extra.end());
+        std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
+        cell.parse(args);
+        std::string name;
+        sparsifiers::SparsifierConfig config;
+        apply(cli, name, config);
+        config.density = d;
+        try {
+          sparsifiers::check_sparsifier(sparsifiers::builtin_registry(), name,
+                                        sparsifiers::bind(config, n_g, w, 0));
+        } catch (const InvalidArgument& e) {
+          throw InvalidArgument(
+              detail::concat("cell ", l, " at --workers ", w, ", --density ", d, ": ", e.what()));
+        }
+      }
+  }
 }
 
 // The matrix options from the command line (every value checked, bad ones name themselves).
@@ -108,11 +178,9 @@ eval::MatrixOptions matrix_options(const CompareArgs& a) {
   EXDYNA_CHECK_ARG(std::isfinite(a.timeout_s) && a.timeout_s > 0, "--timeout ", a.timeout_s,
                    " is not valid; expected seconds > 0");
   m.timeout_s = a.timeout_s;
-  if (!a.gather.empty())
-    m.extra_simulate_args.insert(m.extra_simulate_args.end(), {"--gather", a.gather});
-  if (a.blocks > 0)
-    m.extra_simulate_args.insert(m.extra_simulate_args.end(),
-                                 {"--blocks", std::to_string(a.blocks)});
+  check_given_options(a.given, m.labels);
+  m.extra_simulate_args = forwarded_args(a.given);
+  check_cells(m);
   return m;
 }
 
@@ -217,11 +285,19 @@ void add_compare_command(CLI::App& app, Action& action) {
   sub->add_flag("--no-train", a.no_train, "skip the training-efficiency runs");
   sub->add_option("--timeout", a.timeout_s, "seconds a collective may block")
       ->capture_default_str();
-  sub->add_option("--gather", a.gather, "index all-gather of every cell: padded or exact");
-  sub->add_option("--blocks", a.blocks, "ExDyna: number of blocks n_b");
   sub->add_option("--gnuplot", a.gnuplot, "gnuplot binary for the figures")->capture_default_str();
-  sub->callback([&action, args, o_w, o_b, o_d, o_ng, o_it] {
+  // Given ones go to every cell they apply to (the ExDyna options to the exdyna cells only); one
+  // that a selected label fixes (--controller with exdyna-paper) is refused, not overridden.
+  add_tuning_options(sub, a.tuning);
+  sub->footer(
+      "Sparsifier options (--gather ... --sidco-stages) go to every cell they apply to: "
+      "--gather to all, the ExDyna options to the exdyna* labels, --hard-threshold to "
+      "hard-threshold, --sidco-stages to sidco. One that a selected label fixes (--controller, "
+      "--balance or --worker-cap with exdyna-paper or exdyna-exact) is refused: compare the "
+      "label exdyna to choose them.");
+  sub->callback([&action, args, sub, o_w, o_b, o_d, o_ng, o_it] {
     auto& a = *args;
+    a.given = given_tuning_options(*sub);
     if (a.quick) {
       if (o_w->count() == 0) a.workers = {"2", "4"};
       if (o_b->count() == 0) a.bandwidth = {"1gbit", "10gbit"};

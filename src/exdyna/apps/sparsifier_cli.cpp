@@ -42,6 +42,23 @@ void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
     cap->capture_default_str();
 }
 
+// Every tuning option and the sparsifier it tunes (empty: all), in registration order.
+struct Tuning {
+  const char* name;
+  const char* applies_to;
+};
+constexpr Tuning kTuning[] = {
+    {"--gather", ""},
+    {"--blocks", "exdyna"},
+    {"--min-blk", "exdyna"},
+    {"--initial-threshold", "exdyna"},
+    {"--controller", "exdyna"},
+    {"--balance", "exdyna"},
+    {"--worker-cap", "exdyna"},
+    {"--hard-threshold", "hard-threshold"},
+    {"--sidco-stages", "sidco"},
+};
+
 }  // namespace
 
 void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
@@ -50,6 +67,10 @@ void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDef
       ->capture_default_str();
   sub->add_option("--density", s.config.density, "target density d in (0, 1]")
       ->capture_default_str();
+  add_tuning_options(sub, s, d);
+}
+
+void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
   sub->add_option("--gather,--gather-mode", s.gather,
                   "index all-gather: padded (as the paper) or exact (allgatherv)")
       ->capture_default_str();
@@ -59,6 +80,16 @@ void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDef
   sub->add_option("--sidco-stages", s.config.sidco.stages,
                   "SIDCo: stages of the multi-stage exponential fit (1..10)")
       ->capture_default_str();
+}
+
+std::vector<GivenOption> given_tuning_options(const CLI::App& sub) {
+  std::vector<GivenOption> out;
+  for (const auto& t : kTuning) {
+    const CLI::Option* o = sub.get_option_no_throw(t.name);
+    EXDYNA_CHECK(o != nullptr, "sparsifier_cli: ", t.name, " is not registered");
+    if (o->count() > 0) out.push_back({t.name, o->as<std::string>(), t.applies_to});
+  }
+  return out;
 }
 
 void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierConfig& config) {

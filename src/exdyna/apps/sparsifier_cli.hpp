@@ -4,10 +4,14 @@
 // later, per worker: sparsifiers/factory.hpp).
 //   --sparsifier, --density, --gather (alias --gather-mode), --hard-threshold, --sidco-stages,
 //   ExDyna: --blocks, --min-blk, --initial-threshold, --controller, --balance, --worker-cap
+// All but the first two tune a sparsifier without choosing it: `exdyna compare`, whose labels
+// choose the sparsifier and whose --density is an axis of the matrix, takes only those
+// (add_tuning_options) and forwards what the user gave to the cells they apply to.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "exdyna/sparsifiers/config.hpp"
 
@@ -31,6 +35,19 @@ struct SparsifierCli {
 };
 
 void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d = {});
+
+// The options above less --sparsifier and --density.
+void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d = {});
+
+// A tuning option given on sub's command line, as `exdyna simulate` takes it.
+struct GivenOption {
+  std::string name;        // the primary spelling: --gather also for --gather-mode
+  std::string value;       // as typed
+  std::string applies_to;  // the registry sparsifier it tunes; empty: every sparsifier
+};
+
+// The tuning options given on sub's command line (after parsing), in --help's order.
+std::vector<GivenOption> given_tuning_options(const CLI::App& sub);
 
 // Sets name and config (all but n_g, world size and rank) from s. Throws InvalidArgument naming
 // the option and the value when a choice is not one of the known ones.

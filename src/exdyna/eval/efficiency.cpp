@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/measurements.hpp"
 
@@ -141,7 +142,7 @@ EfficiencyResult run_efficiency(const EfficiencyOptions& o, const fs::path& out_
       if (!cmd.empty()) cmd += ' ';
       cmd += shell_word(a);
     }
-    write_text_file(dir / "command.txt", cmd + "\n");
+    core::write_file_atomic(dir / "command.txt", cmd + "\n");
     const int rc = run_to_log(argv, dir / "train.log");
     const auto eval = dir / "eval.csv";
     if (rc != 0 || !fs::exists(eval)) {
@@ -162,7 +163,7 @@ EfficiencyResult run_efficiency(const EfficiencyOptions& o, const fs::path& out_
                 ',' + old.text(r, "epoch") + ',' + old.text(r, "metric") + ',' +
                 old.text(r, "value") + '\n';
   }
-  write_text_file(res.csv, "workload,label,step,epoch,metric,value\n" + kept + rows);
+  core::write_file_atomic(res.csv, "workload,label,step,epoch,metric,value\n" + kept + rows);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -284,7 +284,7 @@ bool gathers_exact(const MatrixOptions& o, const Variant& v) {
       if (a[i] == "--gather" && a[i + 1] == "exact") return true;
     return std::find(a.begin(), a.end(), "--gather=exact") != a.end();
   };
-  return exact_in(v.args) || exact_in(o.extra_simulate_args);
+  return exact_in(v.args) || exact_in(extra_args_for(o.extra_simulate_args, v));
 }
 
 // The cells.csv row of a cell from its statistics and the setting's collective times.
@@ -371,7 +371,8 @@ std::vector<std::string> simulate_args(const MatrixOptions& o, const CellSpec& c
   else
     a.insert(a.end(), {"--trace", fs::absolute(o.trace_dir).string()});
   a.insert(a.end(), c.variant.args.begin(), c.variant.args.end());
-  a.insert(a.end(), o.extra_simulate_args.begin(), o.extra_simulate_args.end());
+  const auto extra = extra_args_for(o.extra_simulate_args, c.variant);
+  a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
@@ -467,6 +468,14 @@ const std::vector<std::string>& default_labels() {
   static const std::vector<std::string> l = {
       "dense", "topk", "cltk", "hard-threshold", "sidco", "exdyna-paper", "exdyna-exact"};
   return l;
+}
+
+std::vector<std::string> extra_args_for(const std::vector<ExtraArgs>& extra, const Variant& v) {
+  std::vector<std::string> out;
+  for (const auto& e : extra)
+    if (e.sparsifier.empty() || e.sparsifier == v.sparsifier)
+      out.insert(out.end(), e.args.begin(), e.args.end());
+  return out;
 }
 
 Variant variant_for(const std::string& label) {

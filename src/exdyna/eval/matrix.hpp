@@ -40,6 +40,15 @@ const std::vector<std::string>& default_labels();
 // The variant of a label; throws InvalidArgument naming it (option --sparsifiers) when unknown.
 Variant variant_for(const std::string& label);
 
+// `exdyna simulate` options for the cells of one registry sparsifier.
+struct ExtraArgs {
+  std::string sparsifier;  // empty: every cell
+  std::vector<std::string> args;
+};
+
+// The extra options of o that apply to the cells of variant v, in o's order.
+std::vector<std::string> extra_args_for(const std::vector<ExtraArgs>& extra, const Variant& v);
+
 struct MatrixOptions {
   std::filesystem::path exdyna;   // the `exdyna` binary the ranks run
   std::filesystem::path out_dir;  // DIR
@@ -55,10 +64,12 @@ struct MatrixOptions {
   int iterations = 2;  // measured iterations per cell (the cheapest counts)
   double delay_us = 50;
   double loss_pct = 0;
-  bool emulated = true;                          // false: --network model
-  std::vector<std::string> extra_simulate_args;  // appended to every cell's simulate command
-  double timeout_s = 120;                        // per collective; a cell's deadline is derived
-  int sweep_iters = 3;                           // timed calls per size in the collective sweep
+  bool emulated = true;  // false: --network model
+  // Options appended to the simulate command of the cells they apply to (compare's sparsifier
+  // options: --gather to every cell, the ExDyna options to the exdyna cells, ...).
+  std::vector<ExtraArgs> extra_simulate_args;
+  double timeout_s = 120;  // per collective; a cell's deadline is derived
+  int sweep_iters = 3;     // timed calls per size in the collective sweep
   // Cells that differ only in the bandwidth share one simulate run (the first bandwidth's): its
   // CPU times and bytes do not depend on the link; each bandwidth has its own sweep.
   bool share_across_bandwidths = true;

@@ -237,16 +237,6 @@ std::string num_text(double v) {
   return buf;
 }
 
-void write_text_file(const fs::path& path, std::string_view content) {
-  const auto tmp = fs::path(path.string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (!out) throw Error(detail::concat(tmp.string(), ": cannot be written"));
-  }
-  fs::rename(tmp, path);
-}
-
 namespace {
 
 // `<label>-w<W>-b<B>-d<d>`, the label itself may contain '-'.

@@ -96,7 +96,5 @@ std::optional<double> parse_rate(std::string_view s);
 std::string rate_text(double bps);
 // Shortest text that reads back as the same double ("%.9g").
 std::string num_text(double v);
-// Writes path.tmp and renames it over path.
-void write_text_file(const std::filesystem::path& path, std::string_view content);
 
 }  // namespace exdyna::eval

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/measurements.hpp"
 #include "exdyna/eval/report_efficiency.hpp"
@@ -291,8 +292,8 @@ ReportResult write_report(const fs::path& out_dir, const ReportOptions& opts) {
   if (fs::exists(comm_path)) {
     model = ScaleModel::fit(read_comm(comm_path), cells, series);
     if (!model->links().empty()) {
-      write_text_file(out_dir / "model.csv", model->model_csv());
-      write_text_file(out_dir / "model_fit.csv", model->fit_csv());
+      core::write_file_atomic(out_dir / "model.csv", model->model_csv());
+      core::write_file_atomic(out_dir / "model_fit.csv", model->fit_csv());
       errors = model_errors(*model, cells);
       errors_at_w = model_errors(*model, cells, Latency::kAtMeasuredWorkers);
     } else {
@@ -352,7 +353,7 @@ ReportResult write_report(const fs::path& out_dir, const ReportOptions& opts) {
         "model), `efficiency.csv` (training runs), `fig-*.png` with the `fig-*.csv` and "
         "`fig-*.gp` behind each.\n";
   res.report = out_dir / "report.md";
-  write_text_file(res.report, md.str());
+  core::write_file_atomic(res.report, md.str());
   return res;
 }
 

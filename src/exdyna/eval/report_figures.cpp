@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::eval {
@@ -410,7 +411,7 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
                                                            : "png size 1000,600";
   }
   const std::string base = "fig-" + f.name;
-  write_text_file(dir / (base + ".csv"), f.csv);
+  core::write_file_atomic(dir / (base + ".csv"), f.csv);
   std::string body = f.plot;
   for (std::size_t p; (p = body.find("'DATA'")) != std::string::npos;)
     body.replace(p, 6, gp_string(base + ".csv"));
@@ -428,7 +429,7 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
      << "set linetype cycle 8\n"
      << "set key outside right top\nset title " << gp_string(f.title) << "\n"
      << body << "\nset output\n";
-  write_text_file(dir / (base + ".gp"), gp.str());
+  core::write_file_atomic(dir / (base + ".gp"), gp.str());
   const auto png = dir / (base + ".png");
   const auto tmp = dir / (base + ".png.tmp");
   const auto err = run_capture("cd " + quote(dir.string()) + " && " + quote(gnuplot) + " " +
@@ -439,7 +440,7 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
     // The script names the final file for anyone who reruns it.
     auto text = gp.str();
     text.replace(text.find(base + ".png.tmp"), base.size() + 8, base + ".png");
-    write_text_file(dir / (base + ".gp"), text);
+    core::write_file_atomic(dir / (base + ".gp"), text);
     return png;
   }
   fs::remove(tmp, ec);

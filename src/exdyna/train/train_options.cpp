@@ -12,8 +12,9 @@ void TrainOptions::validate() const {
   EXDYNA_CHECK_ARG(batch_size > 0, "--batch-size ", batch_size,
                    " is not valid; expected > 0 (per worker)");
   EXDYNA_CHECK_ARG(bptt > 1, "--bptt ", bptt, " is not valid; expected > 1");
-  EXDYNA_CHECK_ARG(lm_embed > 0 && lm_hidden > 0 && lm_layers > 0,
-                   "--embed/--hidden/--layers must be > 0");
+  EXDYNA_CHECK_ARG(lm_embed > 0, "--embed ", lm_embed, " is not valid; expected > 0");
+  EXDYNA_CHECK_ARG(lm_hidden > 0, "--hidden ", lm_hidden, " is not valid; expected > 0");
+  EXDYNA_CHECK_ARG(lm_layers > 0, "--lstm-layers ", lm_layers, " is not valid; expected > 0");
   EXDYNA_CHECK_ARG(model_width > 0 && model_width <= 4, "--model-width ", model_width,
                    " is not valid; expected in (0, 4]");
   EXDYNA_CHECK_ARG(clip_norm >= 0, "--clip ", clip_norm, " is not valid; expected >= 0 (0 = off)");

@@ -119,44 +119,44 @@ int free_port(const std::string& addr) {
   return ntohs(a.sin_port);
 }
 
-int launch_local(const LaunchOptions& opt) {
-  EXDYNA_CHECK_ARG(opt.workers >= 1, "launcher: --workers ", opt.workers,
-                   " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(!opt.argv.empty(), "launcher: empty argv");
-  const int port = opt.master_port > 0 ? opt.master_port : free_port(opt.master_addr);
-  std::fflush(stdout);
-  std::fflush(stderr);
+namespace {
 
+// The child's side of the fork: wires its output to the pipes, sets the torchrun-style rendezvous
+// variables and becomes the worker. Never returns.
+[[noreturn]] void exec_worker(const LaunchOptions& opt, int rank, int port, pid_t parent, int out_w,
+                              int err_w, const std::vector<char*>& args) {
+  // Die with the launcher, so a killed launcher never leaves workers behind.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
+  ::dup2(out_w, STDOUT_FILENO);
+  ::dup2(err_w, STDERR_FILENO);
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(opt.workers).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(opt.workers).c_str(), 1);
+  ::setenv("MASTER_ADDR", opt.master_addr.c_str(), 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("EXDYNA_LAUNCHED", "1", 1);
+  ::execv(opt.exe.c_str(), args.data());
+  std::fprintf(stderr, "exdyna: launcher: cannot start %s: %s\n", opt.exe.c_str(),
+               std::strerror(errno));
+  ::_exit(127);
+}
+
+// Forks one worker per rank, each with its stdout and stderr on a pipe the launcher reads.
+std::vector<Worker> spawn_workers(const LaunchOptions& opt, int port) {
   std::vector<Worker> ws(static_cast<std::size_t>(opt.workers));
   std::vector<char*> args;
   for (const auto& a : opt.argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = ::getpid();
-
   for (int r = 0; r < opt.workers; ++r) {
     int out_p[2], err_p[2];
     EXDYNA_CHECK_T(CommError, ::pipe2(out_p, O_CLOEXEC) == 0 && ::pipe2(err_p, O_CLOEXEC) == 0,
                    "launcher: pipe() failed: ", std::strerror(errno));
     const pid_t pid = ::fork();
     EXDYNA_CHECK_T(CommError, pid >= 0, "launcher: fork() failed: ", std::strerror(errno));
-    if (pid == 0) {
-      // Child: die with the launcher, so a killed launcher never leaves workers behind.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      ::dup2(out_p[1], STDOUT_FILENO);
-      ::dup2(err_p[1], STDERR_FILENO);
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(opt.workers).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(opt.workers).c_str(), 1);
-      ::setenv("MASTER_ADDR", opt.master_addr.c_str(), 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      ::setenv("EXDYNA_LAUNCHED", "1", 1);
-      ::execv(opt.exe.c_str(), args.data());
-      std::fprintf(stderr, "exdyna: launcher: cannot start %s: %s\n", opt.exe.c_str(),
-                   std::strerror(errno));
-      ::_exit(127);
-    }
+    if (pid == 0) exec_worker(opt, r, port, parent, out_p[1], err_p[1], args);
     ::close(out_p[1]);
     ::close(err_p[1]);
     auto& w = ws[static_cast<std::size_t>(r)];
@@ -165,118 +165,162 @@ int launch_local(const LaunchOptions& opt) {
     w.out_fd = out_p[0];
     w.err_fd = err_p[0];
   }
+  return ws;
+}
 
+bool any_pipe_open(const std::vector<Worker>& ws) {
+  return std::any_of(ws.begin(), ws.end(),
+                     [](const Worker& w) { return w.out_fd >= 0 || w.err_fd >= 0; });
+}
+
+void close_pipes(std::vector<Worker>& ws) {
+  for (auto& w : ws) {
+    if (w.out_fd >= 0) ::close(w.out_fd);
+    if (w.err_fd >= 0) ::close(w.err_fd);
+    w.out_fd = w.err_fd = -1;
+  }
+}
+
+// Waits up to 100 ms for output and forwards the complete lines with their rank prefix: stderr of
+// every rank, stdout of rank 0 only unless all ranks' output is asked for. A pipe at its end is
+// flushed and closed.
+void pump_output(std::vector<Worker>& ws, bool all_ranks_output) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, bool>> owner;  // (worker, is_stdout)
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i].out_fd >= 0) {
+      fds.push_back({ws[i].out_fd, POLLIN, 0});
+      owner.emplace_back(i, true);
+    }
+    if (ws[i].err_fd >= 0) {
+      fds.push_back({ws[i].err_fd, POLLIN, 0});
+      owner.emplace_back(i, false);
+    }
+  }
+  if (!fds.empty())
+    ::poll(fds.data(), fds.size(), 100);
+  else
+    ::usleep(50'000);
+  char buf[65536];
+  for (std::size_t j = 0; j < fds.size(); ++j) {
+    if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto& w = ws[owner[j].first];
+    const bool is_out = owner[j].second;
+    int& fd = is_out ? w.out_fd : w.err_fd;
+    std::string& b = is_out ? w.out_buf : w.err_buf;
+    const bool show = !is_out || w.rank == 0 || all_ranks_output;
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      b.append(buf, static_cast<std::size_t>(n));
+      flush_lines(b, w.rank, is_out ? STDOUT_FILENO : STDERR_FILENO, show, false);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      flush_lines(b, w.rank, is_out ? STDOUT_FILENO : STDERR_FILENO, show, true);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+}
+
+// What the launcher does once a rank has failed: when the survivors are ended, and how far it got.
+struct Shutdown {
   std::optional<int> first_failed;
   std::optional<Clock::time_point> kill_at;
   bool terminated = false, killed = false, shortened = false;
-  int running = opt.workers;
-  char buf[65536];
+};
 
+// Collects the workers that exited; the first failure starts the survivors' timeout. Returns how
+// many exited.
+int reap(std::vector<Worker>& ws, const LaunchOptions& opt, Shutdown& sd) {
+  int reaped = 0;
+  for (auto& w : ws) {
+    if (w.exited) continue;
+    int st = 0;
+    const pid_t p = ::waitpid(w.pid, &st, WNOHANG);
+    if (p != w.pid) continue;
+    w.exited = true;
+    w.status = st;
+    ++reaped;
+    if (failed(st) && !sd.first_failed) {
+      sd.first_failed = w.rank;
+      sd.kill_at = Clock::now() + opt.timeout + opt.grace;
+      std::fprintf(stderr,
+                   "exdyna: launcher: rank %d failed (%s); waiting up to %.1f s for the others\n",
+                   w.rank, describe(st).c_str(),
+                   std::chrono::duration<double>(opt.timeout + opt.grace).count());
+    }
+  }
+  return reaped;
+}
+
+// After a failure, survivors normally fail on their own within the timeout; this ends the rest:
+// SIGTERM at the deadline, SIGKILL two seconds later.
+void end_survivors(std::vector<Worker>& ws, const LaunchOptions& opt, int running, Shutdown& sd) {
+  const auto now = Clock::now();
+  // With a rank failed and only one left, that one has no peer to complete a collective with:
+  // it is stuck (or about to fail), so it gets the grace only, not the whole timeout.
+  if (!sd.terminated && !sd.shortened && running == 1 && opt.workers > 1 &&
+      now + opt.grace < *sd.kill_at) {
+    sd.shortened = true;
+    sd.kill_at = now + opt.grace;
+  }
+  if (!sd.terminated && now >= *sd.kill_at) {
+    sd.terminated = true;
+    for (auto& w : ws)
+      if (!w.exited) {
+        std::fprintf(stderr,
+                     "exdyna: launcher: terminating rank %d (still running after rank %d failed)\n",
+                     w.rank, *sd.first_failed);
+        ::kill(w.pid, SIGTERM);
+      }
+    sd.kill_at = now + std::chrono::seconds(2);
+  } else if (sd.terminated && !sd.killed && now >= *sd.kill_at) {
+    sd.killed = true;
+    for (auto& w : ws)
+      if (!w.exited) ::kill(w.pid, SIGKILL);
+  }
+}
+
+// Prints every rank's status and returns the exit code of the rank that failed first.
+int report_failure(const std::vector<Worker>& ws, int first_failed) {
+  std::string summary;
+  for (const auto& w : ws)
+    summary +=
+        detail::concat(summary.empty() ? "" : ", ", "rank ", w.rank, ": ", describe(w.status));
+  std::fprintf(stderr, "exdyna: launcher: rank %d failed first; %s\n", first_failed,
+               summary.c_str());
+  return exit_code(ws[static_cast<std::size_t>(first_failed)].status);
+}
+
+}  // namespace
+
+int launch_local(const LaunchOptions& opt) {
+  EXDYNA_CHECK_ARG(opt.workers >= 1, "launcher: --workers ", opt.workers,
+                   " is not valid; expected >= 1");
+  EXDYNA_CHECK_ARG(!opt.argv.empty(), "launcher: empty argv");
+  const int port = opt.master_port > 0 ? opt.master_port : free_port(opt.master_addr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+
+  std::vector<Worker> ws = spawn_workers(opt, port);
+  Shutdown sd;
+  int running = opt.workers;
   std::optional<Clock::time_point> all_exited;
-  while (running > 0 || std::any_of(ws.begin(), ws.end(), [](const Worker& w) {
-           return w.out_fd >= 0 || w.err_fd >= 0;
-         })) {
+  while (running > 0 || any_pipe_open(ws)) {
     // Every worker is gone but a pipe is still open (a descendant inherited it): drain briefly,
     // then stop listening rather than wait for that descendant.
     if (running == 0) {
       if (!all_exited) all_exited = Clock::now();
       if (Clock::now() - *all_exited > std::chrono::seconds(2)) {
-        for (auto& w : ws) {
-          if (w.out_fd >= 0) ::close(w.out_fd);
-          if (w.err_fd >= 0) ::close(w.err_fd);
-          w.out_fd = w.err_fd = -1;
-        }
+        close_pipes(ws);
         break;
       }
     }
-    std::vector<pollfd> fds;
-    std::vector<std::pair<std::size_t, bool>> owner;  // (worker, is_stdout)
-    for (std::size_t i = 0; i < ws.size(); ++i) {
-      if (ws[i].out_fd >= 0) {
-        fds.push_back({ws[i].out_fd, POLLIN, 0});
-        owner.emplace_back(i, true);
-      }
-      if (ws[i].err_fd >= 0) {
-        fds.push_back({ws[i].err_fd, POLLIN, 0});
-        owner.emplace_back(i, false);
-      }
-    }
-    if (!fds.empty())
-      ::poll(fds.data(), fds.size(), 100);
-    else
-      ::usleep(50'000);
-    for (std::size_t j = 0; j < fds.size(); ++j) {
-      if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto& w = ws[owner[j].first];
-      const bool is_out = owner[j].second;
-      int& fd = is_out ? w.out_fd : w.err_fd;
-      std::string& b = is_out ? w.out_buf : w.err_buf;
-      const bool show = !is_out || w.rank == 0 || opt.all_ranks_output;
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n > 0) {
-        b.append(buf, static_cast<std::size_t>(n));
-        flush_lines(b, w.rank, is_out ? STDOUT_FILENO : STDERR_FILENO, show, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        flush_lines(b, w.rank, is_out ? STDOUT_FILENO : STDERR_FILENO, show, true);
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    // Reap.
-    for (auto& w : ws) {
-      if (w.exited) continue;
-      int st = 0;
-      const pid_t p = ::waitpid(w.pid, &st, WNOHANG);
-      if (p != w.pid) continue;
-      w.exited = true;
-      w.status = st;
-      --running;
-      if (failed(st) && !first_failed) {
-        first_failed = w.rank;
-        kill_at = Clock::now() + opt.timeout + opt.grace;
-        std::fprintf(stderr,
-                     "exdyna: launcher: rank %d failed (%s); waiting up to %.1f s for the others\n",
-                     w.rank, describe(st).c_str(),
-                     std::chrono::duration<double>(opt.timeout + opt.grace).count());
-      }
-    }
-    // A failure: survivors normally fail on their own within the timeout; end the rest.
-    if (kill_at && running > 0) {
-      const auto now = Clock::now();
-      // With a rank failed and only one left, that one has no peer to complete a collective with:
-      // it is stuck (or about to fail), so it gets the grace only, not the whole timeout.
-      if (!terminated && !shortened && running == 1 && opt.workers > 1 &&
-          now + opt.grace < *kill_at) {
-        shortened = true;
-        kill_at = now + opt.grace;
-      }
-      if (!terminated && now >= *kill_at) {
-        terminated = true;
-        for (auto& w : ws)
-          if (!w.exited) {
-            std::fprintf(
-                stderr,
-                "exdyna: launcher: terminating rank %d (still running after rank %d failed)\n",
-                w.rank, *first_failed);
-            ::kill(w.pid, SIGTERM);
-          }
-        kill_at = now + std::chrono::seconds(2);
-      } else if (terminated && !killed && now >= *kill_at) {
-        killed = true;
-        for (auto& w : ws)
-          if (!w.exited) ::kill(w.pid, SIGKILL);
-      }
-    }
+    pump_output(ws, opt.all_ranks_output);
+    running -= reap(ws, opt, sd);
+    if (sd.kill_at && running > 0) end_survivors(ws, opt, running, sd);
   }
-
-  if (!first_failed) return 0;
-  std::string summary;
-  for (const auto& w : ws)
-    summary +=
-        detail::concat(summary.empty() ? "" : ", ", "rank ", w.rank, ": ", describe(w.status));
-  std::fprintf(stderr, "exdyna: launcher: rank %d failed first; %s\n", *first_failed,
-               summary.c_str());
-  return exit_code(ws[static_cast<std::size_t>(*first_failed)].status);
+  if (!sd.first_failed) return 0;
+  return report_failure(ws, *sd.first_failed);
 }
 
 }  // namespace exdyna::comm

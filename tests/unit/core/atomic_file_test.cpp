@@ -32,13 +32,6 @@ class AtomicFile : public TempDirTest {
   }
 };
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST_F(AtomicFile, WritesAndReplacesWithUsualPermissions) {
   const auto p = dir_ / "out.txt";
   write_file_atomic(p, "first\n");

@@ -44,13 +44,6 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
   return rows;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 SimulateConfig small_config(const std::string& sparsifier, int workers, std::int64_t n_g,
                             std::int64_t iterations) {
   SimulateConfig c;
