@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -32,6 +33,28 @@ LadderCut cut_ladder(std::span<const std::int64_t> summed, std::int64_t k) {
   cut.need = summed[0];
   cut.total = above;
   return cut;
+}
+
+LadderGrid cold_ladder(float max_abs, int rungs) {
+  EXDYNA_CHECK_ARG(rungs >= 1, "cold ladder of ", rungs, " rungs; expected at least 1");
+  LadderGrid g;
+  g.mant_bits = 0;
+  g.rungs = rungs;
+  const std::uint32_t top = ladder_key(max_abs, 0);  // the max's octave is the top rung
+  const auto below = static_cast<std::uint32_t>(rungs - 1);
+  g.lo_key = top > below ? top - below : 0;
+  return g;
+}
+
+double cut_value(const LadderGrid& grid, std::span<const std::int64_t> summed,
+                 const LadderCut& cut) {
+  const double lo = grid.value(cut.rung), hi = grid.value(cut.rung + 1);
+  const auto in_bin = cut.rung < static_cast<int>(summed.size()) ? summed[cut.rung] : 0;
+  if (!cut.bracketed || in_bin <= 0 || !(lo > 0)) return lo;
+  // need of in_bin values are taken from the top of [lo, hi): even in log, the cut sits at
+  // lo * (hi / lo)^(1 - need / in_bin).
+  const double frac = 1.0 - static_cast<double>(cut.need) / static_cast<double>(in_bin);
+  return lo * std::pow(hi / lo, frac);
 }
 
 void apportion(std::int64_t need, std::span<const std::int64_t> have,

@@ -73,4 +73,18 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
 std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
                      const LadderGrid& grid, int rung, std::int64_t quota);
 
+// Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
+// magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),
+// and a ladder placed around it holds k only after a few iterations. The first iteration's ladder
+// is instead one rung per octave from the global max |acc| down `rungs` - 1 octaves (past the
+// smallest normal float for the default 129 rungs), so it holds every non-zero value and the cut
+// is exact; the sub-bins of take_cut resolve the cut to 1/256 of an octave.
+LadderGrid cold_ladder(float max_abs, int rungs);
+
+// The value at which `cut` (from cut_ladder on the summed bins of `grid`) falls inside its bin,
+// taking the values as spread evenly in log inside the bin: the next threshold after a cold
+// ladder. The bin's lower edge when the ladder held fewer than k.
+double cut_value(const LadderGrid& grid, std::span<const std::int64_t> summed,
+                 const LadderCut& cut);
+
 }  // namespace exdyna::core

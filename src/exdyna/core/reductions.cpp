@@ -1,7 +1,9 @@
 #include "exdyna/core/reductions.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -85,6 +87,14 @@ AccumulateResult accumulate(std::span<float> residual, std::span<const float> gr
   res.residual_sq = sq;
   res.finite = !std::isnan(poison);
   return res;
+}
+
+float max_abs(std::span<const float> x) {
+  // On the sign-cleared bit patterns: for finite and infinite floats their order is the order of
+  // the values, and an integer max vectorises where a float max (NaN rules) does not.
+  std::uint32_t m = 0;
+  for (const float v : x) m = std::max(m, std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
+  return std::bit_cast<float>(m);
 }
 
 double sum_abs(std::span<const float> x) {

@@ -27,4 +27,7 @@ struct Exceedance {
 };
 Exceedance exceedances(std::span<const float> x, float thr);
 
+// The largest |x| (0 for an empty span). x must hold no NaN (error feedback refuses them).
+float max_abs(std::span<const float> x);
+
 }  // namespace exdyna::core

@@ -1,10 +1,13 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <iostream>
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/ladder_cut.hpp"
+#include "exdyna/core/reductions.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/threshold.hpp"
 #include "exdyna/core/timer.hpp"
@@ -110,10 +113,18 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   core::LadderGrid grid;
   std::size_t mine;
   std::int64_t planned = 0;  // exact controller: the plan's total
+  // Issue 12: the exact controller is exact from iteration 0 on any stream (core::cold_ladder).
+  const bool cold = exact && t == 0;
   if (hist_) {
     // Same pass: the selection (or, for the exact controller, every candidate at or above the
     // ladder's lowest rung) and the ladder's bins.
-    grid = hist_->grid(threshold_);
+    if (cold) {
+      stats.times.select += sw.lap();
+      grid = cold_grid(part, comm);
+      stats.times.allgather += sw.lap();
+    } else {
+      grid = hist_->grid(threshold_);
+    }
     std::fill(bins_.begin(), bins_.end(), 0);
     mine = exact ? core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
                                                    bins_.data())
@@ -174,7 +185,19 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.k_per_worker.assign(counts_.begin(), counts_.end());
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
-  if (hist_) {
+  if (cold) {
+    // The next ladder, at the usual resolution, around where this cut fell, reaching its widest
+    // below (the gradients grow under error feedback, so the next cut lies higher, if anything).
+    // It also starts the trend, as a bracketed ladder would have, with a movement of two octaves
+    // held: in the first iterations the residual fills up and the cut climbs fast, and the reach
+    // below must not shrink to the steady quarter octave until the movement has settled (with no
+    // movement held, 16 workers at d = 0.01 fell to 0.79 d in iteration 2).
+    threshold_ = core::cut_value(grid, summed_bins_, core::cut_ladder(summed_bins_, k_));
+    stats.threshold = threshold_;
+    hist_->set_trend(threshold_, 0.0, std::log(4.0));
+    if (worker_cap_ > 0) cold_cap_reach(grid, per_rank);
+    hist_->set_down(hist_->wide_down());
+  } else if (hist_) {
     // The exact controller under a worker cap: when the cap binds, the other workers' ladders
     // must hold the capped workers' excess too, and at a quarter octave they ran out before k
     // (16 workers, d = 0.01 on the CNN trace: 0.83 d). Reach further below while it binds.
@@ -206,6 +229,32 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   std::copy(counts_.begin(), counts_.end(), prev_counts_.begin());
   ++iteration_;
   stats.times.other += sw.lap();
+}
+
+core::LadderGrid ExDyna::cold_grid(std::span<const float> part, comm::Communicator& comm) {
+  // Every rank's max as its bit pattern: the all-gather is of integers, and every rank takes the
+  // same maximum, so every rank builds the same ladder.
+  const std::int64_t mine = std::bit_cast<std::uint32_t>(core::max_abs(part));
+  std::vector<std::int64_t> all(static_cast<std::size_t>(cfg_.world_size));
+  comm.allgather_counts(std::span<const std::int64_t>(&mine, 1), all);
+  const auto top = static_cast<std::uint32_t>(*std::max_element(all.begin(), all.end()));
+  return core::cold_ladder(std::bit_cast<float>(top), hist_->rungs());
+}
+
+void ExDyna::cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank) {
+  // Under a binding cap the workers below it cut deeper than the global threshold: as deep as
+  // the deepest worker cut in this (exact) iteration. The next ladders must reach that far below
+  // the threshold from the start, or they run short until cap_pressure has widened them.
+  int deepest = grid.rungs - 1;
+  const auto r = static_cast<std::size_t>(grid.rungs);
+  for (int w = 0; w < cfg_.world_size; ++w) {
+    const auto bins = std::span<const std::int64_t>(gather_all_).subspan(w * per_rank + 1, r);
+    deepest = std::min(deepest, core::own_cut(bins, counts_[static_cast<std::size_t>(w)]).first);
+  }
+  const double octaves = std::log2(std::max(1.0, threshold_ / grid.value(deepest)));
+  const double fine = std::ceil(octaves * static_cast<double>(1 << hist_->mant_bits()));
+  const int reach = hist_->steady_down() + static_cast<int>(std::min<double>(fine, 1 << 20));
+  hist_->set_min_down(std::clamp(reach, hist_->steady_down(), hist_->wide_down()));
 }
 
 std::vector<std::byte> ExDyna::save_state() const {

@@ -61,6 +61,13 @@ class ExDyna final : public Sparsifier {
   static constexpr double kBalanceWeight = 0.5;
 
  private:
+  // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
+  // all-gather of 8 bytes per rank, in iteration 0 only.
+  core::LadderGrid cold_grid(std::span<const float> part, comm::Communicator& comm);
+  // After the cold iteration under a worker cap: the next ladders' reach below the threshold
+  // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
+  void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
+
   SparsifierConfig cfg_;
   std::int64_t k_;
   core::Partitions parts_;

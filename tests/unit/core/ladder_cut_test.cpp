@@ -184,3 +184,32 @@ TEST(LadderPlan, EmptyWorkersForcedIndexIsCountedInK) {
   EXPECT_THROW(plan_worker_counts(g, 5, 4, 1, 3, 5, 0, counts, scratch), InvalidArgument);
   EXPECT_THROW(own_cut(l[0], 51), InvalidArgument);
 }
+
+// Issue 12's first ladder: one rung per octave, the max's octave on top, reaching rungs - 1
+// octaves below (clamped at the smallest key).
+TEST(ColdLadder, TopRungHoldsTheMaxAndEachRungIsAnOctave) {
+  const auto g = cold_ladder(3.0f, 129);
+  EXPECT_EQ(g.mant_bits, 0);
+  EXPECT_EQ(g.rungs, 129);
+  EXPECT_EQ(g.value(128), 2.0f);  // [2, 4) holds 3
+  EXPECT_EQ(g.value(127), 1.0f);
+  // 3 has biased exponent 128: 128 octaves below is key 0, so rung 0 takes every value, 0 too.
+  EXPECT_EQ(g.lo_key, 0u);
+  EXPECT_EQ(g.value(0), 0.0f);
+  EXPECT_EQ(cold_ladder(3.0f, 64).value(0), std::ldexp(1.0f, -62));
+  EXPECT_EQ(cold_ladder(std::ldexp(1.0f, -120), 129).lo_key, 0u);  // clamped at the smallest key
+  EXPECT_THROW(cold_ladder(1.0f, 0), InvalidArgument);
+}
+
+TEST(ColdLadder, CutValueLiesInsideTheCutBinEvenInLog) {
+  const auto g = cold_ladder(8.0f, 5);  // rungs 0.5, 1, 2, 4, 8
+  const std::vector<std::int64_t> summed{0, 10, 4, 2, 1};
+  // k = 5: 3 from rungs 3-4, 2 of the 4 values of bin 2 = [2, 4): sqrt(2 * 4).
+  const auto cut = cut_ladder(summed, 5);
+  ASSERT_EQ(cut.rung, 2);
+  EXPECT_NEAR(cut_value(g, summed, cut), std::sqrt(8.0), 1e-12);
+  // All of bin 1 = [1, 2): its lower edge.
+  EXPECT_NEAR(cut_value(g, summed, cut_ladder(summed, 17)), 1.0, 1e-12);
+  // Fewer than k: the lowest rung.
+  EXPECT_EQ(cut_value(g, summed, cut_ladder(summed, 100)), 0.5);
+}

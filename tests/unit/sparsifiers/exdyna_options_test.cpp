@@ -442,3 +442,30 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
     }
   });
 }
+
+// Issue 12: the exact controller holds exactly k from iteration 0 even when the first threshold
+// (1.5 here) lies orders of magnitude above every value (a word-level LSTM's first gradients sit
+// 10^3..10^6 below 1 / (2 sqrt k)), with and without a worker cap, and the ladders that follow
+// keep it through a x10 step.
+TEST(ExactController, ExactFromIterationZeroOnValuesFarBelowTheFirstThreshold) {
+  for (const double cap : {0.0, ExDynaOptions::kAutoCap}) {
+    SCOPED_TRACE(cap);
+    const int n = 4;
+    const std::int64_t n_g = 100'003;
+    comm::run_local(n, [&](comm::Communicator& c) {
+      auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kExact);
+      cfg.exdyna.worker_cap = cap;
+      ExDyna a(cfg);
+      std::vector<float> acc(static_cast<std::size_t>(n_g));
+      SparseResult out;
+      StepStats s;
+      for (std::int64_t t = 0; t < 12; ++t) {
+        fill_hot_fifth(acc, static_cast<unsigned>(31 * t + c.rank()));
+        const float scale = t < 6 ? 1e-5f : 1e-4f;
+        for (auto& v : acc) v *= scale;
+        a.step(acc, c, out, s);
+        EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      }
+    });
+  }
+}
