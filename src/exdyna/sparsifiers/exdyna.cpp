@@ -82,6 +82,9 @@ std::string ExDyna::fingerprint() const {
   return "exdyna;" + cfg_.fingerprint();
 }
 
+// One iteration, in the order of Alg. 1 (selection, counts, indices, values, then Alg. 5 and 3 for
+// the next step), kept in one function (~110 lines, over the project's ~100) so that it reads
+// line by line against the paper; the extensions beyond it live in the helpers below.
 void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
                   StepStats& stats) {
   const int n = cfg_.world_size;
@@ -185,6 +188,21 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.k_per_worker.assign(counts_.begin(), counts_.end());
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
+  plan_next_threshold(grid, per_rank, cold, planned, stats);
+  if (cfg_.exdyna.balance == core::Balance::kExact)
+    balance_exact(out.indices);
+  else
+    parts_.adjust_paper(counts_, t);
+  std::copy(counts_.begin(), counts_.end(), prev_counts_.begin());
+  ++iteration_;
+  stats.times.other += sw.lap();
+}
+
+// Alg. 5 (or the histogram/exact controller): the threshold, and the ladder's reach, of the next
+// step. grid: this step's ladder; cold: this step used core::cold_ladder.
+void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+                                 std::int64_t planned, StepStats& stats) {
+  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
   if (cold) {
     // The next ladder, at the usual resolution, around where this cut fell, reaching its widest
     // below (the gradients grow under error feedback, so the next cut lies higher, if anything).
@@ -209,26 +227,21 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
                                             cfg_.exdyna.gamma);
   }
-  if (cfg_.exdyna.balance == core::Balance::kExact) {
-    // Every rank holds the same gathered indices, so every rank computes the same boundaries.
-    std::fill(block_hits_.begin(), block_hits_.end(), 0u);
-    const auto& layout = parts_.layout();
-    layout.count_per_block(out.indices, block_hits_);
-    // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
-    // times the next one's, and raw counts would let it dominate the smoothed load.
-    const double share = 1.0 / static_cast<double>(out.indices.size());
-    const double keep = block_load_.empty() ? 0.0 : 1.0 - kBalanceWeight;
-    const double add = block_load_.empty() ? share : kBalanceWeight * share;
-    block_load_.resize(block_hits_.size(), 0.0);
-    for (std::size_t b = 0; b < block_load_.size(); ++b)
-      block_load_[b] = keep * block_load_[b] + add * static_cast<double>(block_hits_[b]);
-    parts_.balance_exact(block_load_);
-  } else {
-    parts_.adjust_paper(counts_, t);
-  }
-  std::copy(counts_.begin(), counts_.end(), prev_counts_.begin());
-  ++iteration_;
-  stats.times.other += sw.lap();
+}
+
+void ExDyna::balance_exact(std::span<const Index> gathered) {
+  // Every rank holds the same gathered indices, so every rank computes the same boundaries.
+  std::fill(block_hits_.begin(), block_hits_.end(), 0u);
+  parts_.layout().count_per_block(gathered, block_hits_);
+  // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
+  // times the next one's, and raw counts would let it dominate the smoothed load.
+  const double share = 1.0 / static_cast<double>(gathered.size());
+  const double keep = block_load_.empty() ? 0.0 : 1.0 - kBalanceWeight;
+  const double add = block_load_.empty() ? share : kBalanceWeight * share;
+  block_load_.resize(block_hits_.size(), 0.0);
+  for (std::size_t b = 0; b < block_load_.size(); ++b)
+    block_load_[b] = keep * block_load_[b] + add * static_cast<double>(block_hits_[b]);
+  parts_.balance_exact(block_load_);
 }
 
 core::LadderGrid ExDyna::cold_grid(std::span<const float> part, comm::Communicator& comm) {

@@ -67,6 +67,13 @@ class ExDyna final : public Sparsifier {
   // After the cold iteration under a worker cap: the next ladders' reach below the threshold
   // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
   void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
+  // --balance exact: the smoothed per-block load from this step's gathered indices, then the
+  // partition boundaries that equalise it.
+  void balance_exact(std::span<const Index> gathered);
+  // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
+  // the cold ladder; planned: the exact controller's planned total).
+  void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+                           std::int64_t planned, StepStats& stats);
 
   SparsifierConfig cfg_;
   std::int64_t k_;
