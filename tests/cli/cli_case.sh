@@ -25,12 +25,18 @@ inf='\x00\x00\x80\x7f'
 want_rc=2
 small=(--sparsifier dense --n-grad 4096 --iterations 3)
 case $case_name in
-  density_zero) args=(--density 0); re='density 0 is not valid; expected a value in \(0, 1\]' ;;
-  density_above_one) args=(--density 1.5); re='density 1.5 is not valid; expected a value in \(0, 1\]' ;;
-  density_nan) args=(--density nan); re='density nan is not valid' ;;
+  density_zero) args=(--density 0); re='--density: 0 is not valid; expected a number in \(0, 1\]' ;;
+  density_above_one) args=(--density 1.5); re='--density: 1.5 is not valid; expected a number in \(0, 1\]' ;;
+  density_nan) args=(--density nan); re='--density: nan is not valid' ;;
   blocks_below_workers) args=(--sparsifier exdyna --workers 8 --blocks 4 --n-grad 100000)
     re='n_b \(blocks\) 4 is smaller than the number of workers 8' ;;
-  n_grad_zero) args=(--n-grad 0); re='n_g 0 is not valid; expected a gradient length > 0' ;;
+  n_grad_zero) args=(--n-grad 0); re='--n-grad: 0 is not valid; expected an integer >= 1' ;;
+  # Refused while parsing, naming the option as typed (issue 14), still exit status 2.
+  workers_zero) args=(--workers 0); re='--workers: 0 is not valid; expected an integer in 1\.\.4096' ;;
+  iterations_zero) args=(--iterations 0); re='--iterations: 0 is not valid; expected an integer >= 1' ;;
+  min_blk_negative) args=(--min-blk -1); re='--min-blk: -1 is not valid; expected a finite number > 0' ;;
+  timeout_zero) args=(--timeout 0); re='--timeout: 0 is not valid; expected a finite number > 0' ;;
+  density_not_a_number) args=(--density abc); re='--density: abc is not valid' ;;
   unknown_sparsifier) args=(--sparsifier nope); re="unknown sparsifier 'nope'; expected one of: .*dense" ;;
   bad_gather) args=(--gather sideways); re="gather mode 'sideways' is not valid" ;;
   bad_scale_step) args=(--scale-step 10); re="scale step '10' is not valid; expected ITER:FACTOR" ;;

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/simulate_engines.hpp"
 #include "exdyna/apps/sparsifier_cli.hpp"
@@ -38,11 +39,14 @@ void add_simulate_command(CLI::App& app, Action& action) {
   a.sparsifier.config = a.cfg.sparse;
   add_sparsifier_options(sub, a.sparsifier);
   auto* o_workers = sub->add_option("--workers", a.workers, "number of workers (a trace fixes it)")
+                        ->check(int_between(1, 4096))
                         ->capture_default_str();
   auto* o_iter =
       sub->add_option("--iterations", a.iterations, "iterations T (a trace: at most its count)")
+          ->check(int_at_least(1))
           ->capture_default_str();
   auto* o_ng = sub->add_option("--n-grad", a.n_grad, "gradient length n_g of the synthetic source")
+                   ->check(int_at_least(1))
                    ->capture_default_str();
   auto* o_trace =
       sub->add_option("--trace", a.trace, "replay a trace directory (meta.json + grads.f32)");

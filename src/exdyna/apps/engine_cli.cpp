@@ -1,4 +1,5 @@
 #include "exdyna/apps/engine_cli.hpp"
+#include "exdyna/apps/cli_checks.hpp"
 
 #include <cmath>
 
@@ -23,9 +24,10 @@ void add_engine_options(CLI::App* sub, EngineCli& e, bool add_workers,
       ->capture_default_str();
   if (add_workers)
     e.workers_option = sub->add_option("--workers", e.workers, "number of workers (ranks)")
-                           ->check(CLI::Range(1, 4096))
+                           ->check(int_between(1, 4096))
                            ->capture_default_str();
   sub->add_option("--timeout", e.timeout_s, "seconds every collective may block before failing")
+      ->check(positive_number())
       ->capture_default_str();
   sub->add_flag("--all-ranks-output", e.all_ranks_output,
                 "local launch: show every rank's standard output (default: rank 0 only)");

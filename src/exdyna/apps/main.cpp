@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every refused option or value exits 2, like any bad input.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     return action ? action() : 0;

@@ -1,4 +1,5 @@
 #include "exdyna/apps/sparsifier_cli.hpp"
+#include "exdyna/apps/cli_checks.hpp"
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
@@ -19,11 +20,15 @@ auto parsed(const char* option, F&& parse) {
 
 void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
   auto& ex = s.config.exdyna;
-  sub->add_option("--blocks", ex.n_blocks, "ExDyna: number of blocks n_b")->capture_default_str();
+  sub->add_option("--blocks", ex.n_blocks, "ExDyna: number of blocks n_b")
+      ->check(int_at_least(1))
+      ->capture_default_str();
   sub->add_option("--min-blk", ex.min_blk,
-                  "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))");
+                  "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))")
+      ->check(positive_number());
   sub->add_option("--initial-threshold", ex.initial_threshold,
-                  "ExDyna: first threshold (default 1 / (2 sqrt(k)))");
+                  "ExDyna: first threshold (default 1 / (2 sqrt(k)))")
+      ->check(positive_number());
   s.controller = d.controller;
   sub->add_option("--controller", s.controller,
                   "ExDyna threshold controller: paper (Alg. 5), histogram or exact")
@@ -66,6 +71,7 @@ void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDef
                   "sparsifier: " + sparsifiers::builtin_registry().names_text())
       ->capture_default_str();
   sub->add_option("--density", s.config.density, "target density d in (0, 1]")
+      ->check(positive_at_most(1))
       ->capture_default_str();
   add_tuning_options(sub, s, d);
 }
@@ -76,9 +82,11 @@ void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
       ->capture_default_str();
   add_exdyna_options(sub, s, d);
   sub->add_option("--hard-threshold", s.config.hard_threshold,
-                  "hard-threshold sparsifier's threshold (default 1 / (2 sqrt(k)))");
+                  "hard-threshold sparsifier's threshold (default 1 / (2 sqrt(k)))")
+      ->check(positive_number());
   sub->add_option("--sidco-stages", s.config.sidco.stages,
                   "SIDCo: stages of the multi-stage exponential fit (1..10)")
+      ->check(int_between(1, 10))
       ->capture_default_str();
 }
 
