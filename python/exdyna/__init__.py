@@ -87,6 +87,14 @@ class Sparsifier:
     def load_state_dict(self, state):
         self._core.load_state(state["state"])
 
+    def residual(self):
+        """A copy of the error-feedback residual (None before the first step)."""
+        return self._core.residual()
+
+    def set_residual(self, residual):
+        """Replaces the residual (float32, length n_g; builds the sparsifier for that length)."""
+        self._core.set_residual(residual)
+
     @property
     def name(self):
         return self._core.name

@@ -11,9 +11,16 @@ into the parameters' gradients (identical on every rank). Each bucket keeps its 
 (residual, partitions, threshold), keyed by the bucket's index, its length and the shapes of its
 parameters in order (a key that is the same after a restart, so checkpoints can name buckets).
 DDP rebuilds its buckets after the first iteration, in gradient-ready order: a bucket whose key is
-new gets a fresh sparsifier, and at the end of each iteration (the bucket DDP marks last) the
-sparsifiers of buckets that were not seen in it are dropped, with their residuals (`rebuilds`
-counts them). state_dict() / load_state_dict() carry every bucket's state for checkpoints.
+new gets a new sparsifier whose residual is gathered, parameter by parameter, from the buckets that
+held those parameters before (so no accumulated gradient is lost; the threshold and partitions
+start afresh, as they depend on the bucket's length), and at the end of each iteration (the bucket
+DDP marks last) the sparsifiers of buckets not seen in it are dropped (`rebuilds` counts them).
+
+state_dict() / load_state_dict() carry every bucket's state for checkpoints. A restored run
+continues bit for bit when DDP's first bucket layout equals its rebuilt one (e.g. a model smaller
+than DDP's 1 MB first bucket whose parameters are registered in gradient-ready order); otherwise
+the restored run's first iteration, on DDP's first layout, runs on fresh sparsifiers and the loaded
+states are picked up after DDP's rebuild.
 
 The hook runs the collectives synchronously on the autograd thread (with the GIL released): DDP
 calls the hooks in bucket order on every rank, so the collectives match across ranks.
@@ -55,6 +62,7 @@ class State:
         self._buckets = {}  # bucket_key -> Sparsifier
         self._loaded = {}   # bucket_key -> state bytes not yet claimed by a bucket
         self._seen = set()  # keys seen in this iteration
+        self._layout = {}   # bucket_key -> [(parameter data_ptr, offset, numel)]
         self.stats = {}
         self.steps = 0
         self.k_total = 0
@@ -65,22 +73,52 @@ class State:
     def _make(self):
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **self.options)
 
-    def bucket_sparsifier(self, key):
-        """The sparsifier of the bucket with this key (see bucket_key), created on first use."""
+    def bucket_sparsifier(self, key, layout=None):
+        """The sparsifier of the bucket with this key (see bucket_key), created on first use.
+        layout: [(parameter data_ptr, offset, numel)] of the bucket, to carry residuals over when
+        DDP re-lays out its buckets."""
         self._seen.add(key)
         sp = self._buckets.get(key)
         if sp is None:
             sp = self._make()
             if key in self._loaded:
                 sp.load_state_dict({"state": self._loaded.pop(key)})
+            elif layout is not None:
+                self._carry_residual(sp, layout)
             self._buckets[key] = sp
+            if layout is not None:
+                self._layout[key] = layout
         return sp
+
+    def _carry_residual(self, sp, layout):
+        where = {}
+        for old_key, old_layout in self._layout.items():
+            if old_key in self._buckets:
+                for ptr, offset, numel in old_layout:
+                    where[ptr] = (old_key, offset, numel)
+        if not any(ptr in where for ptr, _, _ in layout):
+            return
+        residual = torch.zeros(sum(n for _, _, n in layout), dtype=torch.float32)
+        old_residuals = {}
+        for ptr, offset, numel in layout:
+            if ptr not in where:
+                continue
+            old_key, old_offset, old_numel = where[ptr]
+            if old_numel != numel:
+                continue
+            if old_key not in old_residuals:
+                old_residuals[old_key] = self._buckets[old_key].residual()
+            r = old_residuals[old_key]
+            if r is not None:
+                residual[offset:offset + numel] = r[old_offset:old_offset + numel]
+        sp.set_residual(residual)
 
     def end_iteration(self):
         """Drops the sparsifiers of buckets not seen since the last call (DDP rebuilt them)."""
         stale = [k for k in self._buckets if k not in self._seen]
         for k in stale:
             del self._buckets[k]
+            self._layout.pop(k, None)
         self.rebuilds += len(stale)
         self._seen = set()
 
@@ -117,6 +155,7 @@ class State:
                 raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
                                  f"State's {mine!r}")
         self._buckets = {}
+        self._layout = {}
         self._loaded = dict(state["buckets"])
         self._seen = set()
         totals = state.get("totals", {})
@@ -126,13 +165,22 @@ class State:
         self.bytes_total = totals.get("bytes_total", 0)
 
 
+def _layout(bucket):
+    out, offset = [], 0
+    for p in bucket.parameters():
+        out.append((p.data_ptr(), offset, p.numel()))
+        offset += p.numel()
+    # Dense CPU buckets pack their gradients back to back; anything else carries nothing over.
+    return out if offset == bucket.buffer().numel() else None
+
+
 def hook(state, bucket):
     """The DDP communication hook: model.register_comm_hook(state, exdyna.ddp.hook)."""
     buf = bucket.buffer()
     if buf.dtype != torch.float32:
         raise TypeError(f"exdyna.ddp.hook: bucket dtype {buf.dtype} is not supported; expected "
                         "torch.float32 (keep the model in float32)")
-    sp = state.bucket_sparsifier(bucket_key(bucket))
+    sp = state.bucket_sparsifier(bucket_key(bucket), _layout(bucket))
     update = sp.step(buf)
     state.record(bucket.index(), sp.stats)
     if bucket.is_last():

@@ -305,6 +305,23 @@ class PySparsifier {
     ef_->set_iteration(iteration);
   }
 
+  // The error-feedback residual (a copy; None before the first step), and setting it, which
+  // builds the sparsifier for its length: for the DDP hook, whose buckets DDP re-lays out.
+  py::object residual() const {
+    if (!ef_) return py::none();
+    const auto r = ef_->residual();
+    return py::cast(at::from_blob(const_cast<float*>(r.data()),
+                                  {static_cast<std::int64_t>(r.size())}, at::kFloat)
+                        .clone());
+  }
+  void set_residual(const at::Tensor& r) {
+    if (r.scalar_type() != at::kFloat || !r.device().is_cpu())
+      throw py::type_error("residual: expected a float32 CPU tensor");
+    ensure_built(r.numel());
+    const at::Tensor c = r.contiguous();
+    std::copy_n(c.data_ptr<float>(), n_g_, ef_->mutable_residual().begin());
+  }
+
   std::int64_t n_g() const { return n_g_; }
   std::int64_t iteration() const { return ef_ ? ef_->iteration() : 0; }
   const std::string& name() const { return name_; }
@@ -378,6 +395,8 @@ PYBIND11_MODULE(_exdyna, m) {
       .def_property_readonly("stats", &PySparsifier::stats)
       .def("save_state", &PySparsifier::save_state)
       .def("load_state", &PySparsifier::load_state, py::arg("state"))
+      .def("residual", &PySparsifier::residual)
+      .def("set_residual", &PySparsifier::set_residual, py::arg("residual"))
       .def_property_readonly("n_g", &PySparsifier::n_g)
       .def_property_readonly("iteration", &PySparsifier::iteration)
       .def_property_readonly("name", &PySparsifier::name)
