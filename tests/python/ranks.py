@@ -210,3 +210,43 @@ def ddp_round_trip(rank, world, out_dir):
         assert "density" in str(e)
     else:
         raise AssertionError("load_state_dict with another density did not raise")
+
+
+# --- the hook against `exdyna simulate --trace` ----------------------------------------------------
+
+def ddp_record_trace(rank, world, steps, density, trace_dir, out_path):
+    """Trains Stable() under the hook for `steps` steps, recording every rank's raw bucket
+    gradient (the trace) and the hook's decisions (rank 0 writes both)."""
+    import json
+
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = DDP(Stable(), bucket_cap_mb=0.25)
+    state = exdyna.ddp.State(density=density)
+    raw = []
+
+    def recording_hook(st, bucket):
+        raw.append(bucket.buffer().clone())
+        return exdyna.ddp.hook(st, bucket)
+
+    model.register_comm_hook(state, recording_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    decisions = []
+    for t in range(steps):
+        train_steps(model, opt, rank, t, t + 1)
+        s = state.stats[0]
+        decisions.append({k: s[k] for k in ("iteration", "threshold", "k_total", "k_per_worker",
+                                            "alloc_per_worker", "blocks_per_partition")})
+    assert len(raw) == steps, "expected one bucket per step"
+    per_step = [gathered(g) for g in raw]  # [t][w] flat gradients
+    if rank == 0:
+        os.makedirs(trace_dir, exist_ok=True)
+        with open(os.path.join(trace_dir, "grads.f32"), "wb") as f:
+            for t in range(steps):
+                for w in range(world):
+                    f.write(per_step[t][w].numpy().astype("<f4").tobytes())
+        with open(os.path.join(trace_dir, "meta.json"), "w") as f:
+            json.dump({"n_g": raw[0].numel(), "workers": world, "iterations": steps}, f)
+        with open(out_path, "w") as f:
+            json.dump(decisions, f)
