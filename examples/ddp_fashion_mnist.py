@@ -6,11 +6,13 @@ lr x0.1 for the last epoch.
 
     PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py            # hook, then plain DDP
     PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py --mode hook --density 0.01
+    PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py --mode all   # + fp16, PowerSGD
 
 Prints, per epoch and run: test accuracy, the hook's actual density (values selected / gradients
-seen, over all buckets) and the bytes each rank moved per step (as exdyna's communicator counts
+seen, over all buckets), the bytes each rank moved per step (as exdyna's communicator counts
 them: the gathered buffers and the all-reduced values; plain DDP all-reduces the whole gradient,
-4 bytes per parameter).
+4 bytes per parameter, fp16_compress_hook 2; PowerSGD's are computed from its rules) and the
+training step time.
 """
 
 import argparse
@@ -82,9 +84,20 @@ def run(rank, world, args, mode, port, results):
     model = DDP(SmallCnn())
     n_params = sum(p.numel() for p in model.parameters())
     state = None
+    bytes_per_step = 4.0 * n_params  # plain DDP: all-reduce of the whole float32 gradient
     if mode == "hook":
         state = exdyna.ddp.State(sparsifier=args.sparsifier, density=args.density)
         model.register_comm_hook(state, exdyna.ddp.hook)
+    elif mode == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        bytes_per_step = 2.0 * n_params
+    elif mode == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+        ps = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                start_powerSGD_iter=2)
+        model.register_comm_hook(ps, psgd.powerSGD_hook)
+        bytes_per_step = powersgd_bytes(model, args.powersgd_rank)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     steps_per_epoch = len(xtr) // (world * args.batch_size)
     if args.max_steps:
@@ -103,19 +116,35 @@ def run(rank, world, args, mode, port, results):
             F.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
             opt.step()
         seconds = time.monotonic() - t0
+        density = 1.0
         if state:
             density = (state.k_total - k0) / max(1, state.n_g_total - n0)
             bytes_per_step = (state.bytes_total - b0) / steps_per_epoch
-        else:
-            density, bytes_per_step = 1.0, 4.0 * n_params
         if rank == 0:
             acc = accuracy(model.module, xte, yte)
-            line = (f"{mode:5s} epoch {epoch + 1}/{args.epochs}: test accuracy {100 * acc:.2f} %  "
+            ms = 1000 * seconds / steps_per_epoch
+            line = (f"{mode:8s} epoch {epoch + 1}/{args.epochs}: test accuracy {100 * acc:.2f} %  "
                     f"density {density:.5f}  bytes/step/rank {bytes_per_step:,.0f}  "
-                    f"({seconds:.0f} s, {steps_per_epoch} steps)")
+                    f"{ms:.1f} ms/step ({steps_per_epoch} steps)")
             print(line, flush=True)
-            results[mode] = (acc, density, bytes_per_step)
+            results[mode] = (acc, density, bytes_per_step, ms)
     dist.destroy_process_group()
+
+
+def powersgd_bytes(model, rank):
+    """Per step and rank, what powerSGD_hook all-reduces after its warm-up (torch 1.13's rules:
+    vectors and matrices that do not compress by 2x or more travel whole; an n x m matrix
+    travels as P (n x r) and Q (m x r))."""
+    total = 0
+    for p in model.parameters():
+        if p.dim() <= 1:
+            total += 4 * p.numel()
+            continue
+        n = p.shape[0]
+        m = p.numel() // n
+        r = min(n, m, rank)
+        total += 4 * ((n + m) * r if n * m > 2 * (n + m) * r else n * m)
+    return float(total)
 
 
 def free_port():
@@ -126,7 +155,10 @@ def free_port():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["both", "hook", "ddp"], default="both")
+    p.add_argument("--mode", choices=["both", "all", "hook", "ddp", "fp16", "powersgd"],
+                   default="both", help="both: hook and ddp; all: also PyTorch's fp16 and "
+                   "PowerSGD hooks")
+    p.add_argument("--powersgd-rank", type=int, default=1)
     p.add_argument("--sparsifier", default="exdyna")
     p.add_argument("--density", type=float, default=0.01)
     p.add_argument("--workers", type=int, default=4)
@@ -137,7 +169,8 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data-dir", default=DATA)
     args = p.parse_args()
-    modes = ["hook", "ddp"] if args.mode == "both" else [args.mode]
+    modes = {"both": ["hook", "ddp"], "all": ["hook", "ddp", "fp16", "powersgd"]}.get(
+        args.mode, [args.mode])
     with mp.Manager() as manager:
         results = manager.dict()
         for mode in modes:
@@ -145,12 +178,13 @@ def main():
                      nprocs=args.workers)
         print(f"\n{args.workers} Gloo ranks, {args.epochs} epochs, batch {args.batch_size}/rank, "
               f"sparsifier {args.sparsifier} at d = {args.density}:")
+        labels = {"hook": f"exdyna hook ({args.sparsifier})", "ddp": "plain DDP",
+                  "fp16": "fp16_compress_hook", "powersgd": f"powerSGD_hook (rank {args.powersgd_rank})"}
         for mode in modes:
-            acc, density, bps = results[mode]
-            label = f"exdyna hook ({args.sparsifier})" if mode == "hook" else "plain DDP"
-            print(f"  {label:22s} test accuracy {100 * acc:.2f} %  density {density:.5f}  "
-                  f"bytes/step/rank {bps:,.0f}")
-        if len(modes) == 2:
+            acc, density, bps, ms = results[mode]
+            print(f"  {labels[mode]:26s} test accuracy {100 * acc:.2f} %  density {density:.5f}  "
+                  f"bytes/step/rank {bps:,.0f}  {ms:.1f} ms/step (last epoch)")
+        if "hook" in modes and "ddp" in modes:
             print(f"  bytes ratio DDP / hook: {results['ddp'][2] / results['hook'][2]:.1f}x")
 
 
