@@ -76,8 +76,13 @@ def test_one_rank_update_is_the_sparsified_gradient(one_rank):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_updates_identical_on_every_rank(tmp_path, world):
-    for name in ("exdyna", "topk"):
-        ranks.spawn(ranks.sparsifier_steps, world, tmp_path / name, name, 5, str(tmp_path))
+    # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
+    # broadcast CLT-k needs and the paper's own controller
+    for name, options in (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
+                          ("exdyna", {"gather": "exact", "controller": "paper",
+                                      "balance": "paper"})):
+        ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{name}{len(options)}", name, 5,
+                    options)
 
 
 def test_state_dict_round_trip_continues_bit_for_bit(tmp_path):
