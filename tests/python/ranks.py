@@ -248,3 +248,28 @@ def ddp_record_trace(rank, world, steps, density, trace_dir, out_path):
             json.dump({"n_g": raw[0].numel(), "workers": world, "iterations": steps}, f)
         with open(out_path, "w") as f:
             json.dump(decisions, f)
+
+
+# --- failures end in exceptions, not in an aborted interpreter ------------------------------------
+
+def dead_peer(rank, world):
+    import exdyna
+    sp = exdyna.Sparsifier("exdyna", 0.01, timeout=20)
+    sp.step(gradient(rank, 0, 10000))
+    dist.barrier()
+    if rank == world - 1:
+        os._exit(0)  # dies without a word between two steps
+    try:
+        sp.step(gradient(rank, 1, 10000))
+    except (RuntimeError, TimeoutError) as e:
+        msg = str(e)
+    else:
+        raise AssertionError("a step with a dead peer did not raise")
+    assert "process group (gloo)" in msg, msg
+    # the communicator refuses further calls, naming the first failure
+    try:
+        sp.step(gradient(rank, 2, 10000))
+    except RuntimeError as e:
+        assert "after an earlier failure" in str(e), str(e)
+    else:
+        raise AssertionError("a step after a failure did not raise")

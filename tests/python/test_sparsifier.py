@@ -107,3 +107,16 @@ def test_ddp_state_carries_residuals_into_rebuilt_buckets(one_rank):
     c.step(torch.zeros(7))
     state.end_iteration()
     assert state.buckets() == ["B", "C"] and state.rebuilds == 1
+
+
+def test_dead_peer_raises_instead_of_aborting(tmp_path):
+    ranks.spawn(ranks.dead_peer, 2, tmp_path)
+
+
+def test_ddp_hook_refuses_a_float64_model(one_rank):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(torch.nn.Linear(50, 4).double())
+    model.register_comm_hook(exdyna.ddp.State(density=0.1), exdyna.ddp.hook)
+    with pytest.raises(Exception, match="float32"):
+        model(torch.randn(8, 50, dtype=torch.float64)).sum().backward()
