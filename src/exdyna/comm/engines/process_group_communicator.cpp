@@ -1,0 +1,175 @@
+#include "exdyna/comm/engines/process_group_communicator.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace exdyna::comm {
+
+namespace {
+
+// c10 errors carry a C++ stack trace after the first lines; keep the message only.
+std::string first_line(const std::string& s) {
+  const auto pos = s.find("\nException raised from");
+  std::string m = pos == std::string::npos ? s : s.substr(0, pos);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
+at::Tensor bytes_tensor(const void* p, std::size_t n) {
+  return at::from_blob(const_cast<void*>(p), {static_cast<std::int64_t>(n)}, at::kByte);
+}
+
+class ProcessGroupCommunicator final : public Communicator {
+ public:
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                           std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)) {
+    EXDYNA_CHECK_ARG(pg_, "process_group is None; expected a torch.distributed process group");
+    backend_ = pg_->getBackendName();
+    EXDYNA_CHECK_ARG(backend_ == "gloo" || backend_ == "mpi", "process_group backend '", backend_,
+                     "' is not supported; expected a CPU group (gloo or mpi): the sparsifiers "
+                     "run on CPU buffers");
+    EXDYNA_CHECK_ARG(timeout.count() > 0, "timeout ", timeout.count(),
+                     " ms is not valid; expected > 0");
+    set_timeout(timeout);
+  }
+
+  int rank() const override { return pg_->getRank(); }
+  int size() const override { return pg_->getSize(); }
+  std::string_view engine() const override { return "process-group"; }
+
+ protected:
+  void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
+                     GatherMode mode, void* out) override {
+    if (mode == GatherMode::kPadded) {
+      padded_allgather(mine, elem_size, counts, out);
+      return;
+    }
+    // Exact: every rank with a non-empty list broadcasts exactly its bytes, in rank order.
+    auto* dst = static_cast<std::byte*>(out);
+    for (int r = 0; r < size(); ++r) {
+      const auto b = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]) * elem_size;
+      if (b == 0) continue;  // every rank sees the same counts, so all skip together
+      if (r == rank()) std::memcpy(dst, mine, b);
+      std::vector<at::Tensor> t{bytes_tensor(dst, b)};
+      c10d::BroadcastOptions o;
+      o.rootRank = r;
+      o.timeout = timeout();
+      run("allgather_list (exact)", [&] { return pg_->broadcast(t, o); });
+      dst += b;
+    }
+  }
+
+  void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    const auto m = static_cast<std::int64_t>(mine.size());
+    std::vector<at::Tensor> in{
+        at::from_blob(const_cast<std::int64_t*>(mine.data()), {m}, at::kLong)};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < size(); ++r)
+      outs[0].push_back(
+          at::from_blob(out.data() + static_cast<std::size_t>(r * m), {m}, at::kLong));
+    c10d::AllgatherOptions o;
+    o.timeout = timeout();
+    run("allgather_counts", [&] { return pg_->allgather(outs, in, o); });
+  }
+
+  void do_allreduce_f32(std::span<float> data) override {
+    allreduce(data.data(), data.size(), at::kFloat);
+  }
+  void do_allreduce_f64(std::span<double> data) override {
+    allreduce(data.data(), data.size(), at::kDouble);
+  }
+
+  void do_broadcast(std::span<std::byte> data, int root) override {
+    if (data.empty()) return;
+    std::vector<at::Tensor> t{bytes_tensor(data.data(), data.size())};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout();
+    run("broadcast", [&] { return pg_->broadcast(t, o); });
+  }
+
+  void do_barrier() override {
+    c10d::BarrierOptions o;
+    o.timeout = timeout();
+    run("barrier", [&] { return pg_->barrier(o); });
+  }
+
+ private:
+  // The paper's padded all-gather: equal-size tensors of max(counts) elements really move.
+  void padded_allgather(const void* mine, std::size_t elem_size,
+                        std::span<const std::int64_t> counts, void* out) {
+    const auto n = static_cast<std::size_t>(size());
+    const auto my = static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]) * elem_size;
+    const auto block =
+        static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())) * elem_size;
+    if (block == 0) return;
+    send_.assign(block, std::byte{0});
+    if (my) std::memcpy(send_.data(), mine, my);
+    recv_.resize(block * n);
+    std::vector<at::Tensor> in{bytes_tensor(send_.data(), block)};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (std::size_t r = 0; r < n; ++r)
+      outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
+    c10d::AllgatherOptions o;
+    o.timeout = timeout();
+    run("allgather_list (padded)", [&] { return pg_->allgather(outs, in, o); });
+    auto* dst = static_cast<std::byte*>(out);
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto b = static_cast<std::size_t>(counts[r]) * elem_size;
+      if (b) std::memcpy(dst, recv_.data() + r * block, b);
+      dst += b;
+    }
+  }
+
+  template <typename T>
+  void allreduce(T* data, std::size_t n, at::ScalarType type) {
+    if (n == 0) return;
+    std::vector<at::Tensor> t{at::from_blob(data, {static_cast<std::int64_t>(n)}, type)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout();
+    run("allreduce_sum", [&] { return pg_->allreduce(t, o); });
+  }
+
+  // Issues one collective and waits for it with the communicator's timeout.
+  template <typename Issue>
+  void run(const char* op, Issue&& issue) {
+    if (!failure_.empty())
+      throw CommError(detail::concat("process group: rank ", rank(), ": ", op,
+                                     " called after an earlier failure: ", failure_));
+    ++seq_;
+    try {
+      auto work = issue();
+      work->wait(timeout());
+    } catch (const std::exception& e) {
+      const std::string msg = first_line(e.what());
+      const bool timed_out = msg.find("imed out") != std::string::npos;
+      failure_ = detail::concat(
+          "process group (", backend_, "): rank ", rank(), ": ", op, " (collective #", seq_, ") ",
+          timed_out ? "timed out after " : "failed: ",
+          timed_out ? detail::concat(timeout().count() / 1000.0, " s (", msg, ")") : msg);
+      if (timed_out) throw TimeoutError(failure_);
+      throw CommError(failure_);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  std::string backend_;
+  std::uint64_t seq_ = 0;
+  std::string failure_;
+  std::vector<std::byte> send_, recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_process_group_communicator(
+    c10::intrusive_ptr<c10d::ProcessGroup> pg, std::chrono::milliseconds timeout) {
+  return std::make_unique<ProcessGroupCommunicator>(std::move(pg), timeout);
+}
+
+}  // namespace exdyna::comm

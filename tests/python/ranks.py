@@ -1,0 +1,275 @@
+"""Rank bodies for the tests, spawned with torch.multiprocessing: each rank joins a Gloo group over a
+FileStore in the test's temporary directory (loopback, no ports to collide) and asserts; a failing
+rank fails the test through mp.spawn."""
+
+import copy
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+def spawn(body, world, tmp_path, *args, deadline_s=240):
+    """Runs body(rank, world, *args) on `world` ranks; fails the test when one raises, or when
+    they have not all finished within deadline_s (a hang must not stall CTest)."""
+    os.makedirs(str(tmp_path), exist_ok=True)
+    store = os.path.join(str(tmp_path), "store")
+    ctx = mp.start_processes(_enter, args=(world, store, body, args), nprocs=world, join=False,
+                             start_method="spawn")
+    end = time.monotonic() + deadline_s
+    while not ctx.join(timeout=1):
+        if time.monotonic() > end:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            raise AssertionError(f"{body.__name__} on {world} ranks did not finish within "
+                                 f"{deadline_s} s")
+
+
+def _enter(rank, world, store, body, args):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    try:
+        body(rank, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def gathered(t):
+    """Every rank's copy of t (flattened)."""
+    flat = t.detach().flatten().contiguous()
+    out = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, flat)
+    return out
+
+
+def assert_same_on_every_rank(t, what):
+    copies = gathered(t)
+    for r, c in enumerate(copies):
+        assert torch.equal(c, copies[0]), f"{what}: rank {r} differs from rank 0"
+
+
+def gradient(rank, t, n, scale=1.0):
+    g = torch.Generator().manual_seed(1000 * rank + t)
+    # a few large entries over a normal bulk, like real gradients
+    x = torch.randn(n, generator=g) * scale
+    x[torch.randint(0, n, (n // 50,), generator=g)] *= 8
+    return x
+
+
+# --- exdyna.Sparsifier ---------------------------------------------------------------------------
+
+def sparsifier_steps(rank, world, name, steps, options=None):
+    import exdyna
+    n, d = 20000, 0.01
+    sp = exdyna.Sparsifier(name, d, **(options or {}))
+    for t in range(steps):
+        grad = gradient(rank, t, n)
+        before = grad.clone()
+        update = sp.step(grad)
+        assert torch.equal(grad, before), "step must not change its input"
+        assert update.shape == grad.shape and update.dtype == torch.float32
+        assert_same_on_every_rank(update, f"{name} update {t}")
+        s = sp.stats
+        assert s["iteration"] == t and s["n_g"] == n and s["world_size"] == world
+        assert len(s["k_per_worker"]) == world and sum(s["k_per_worker"]) == s["k_total"]
+        assert 0 < int((update != 0).sum()) <= s["k_unique"] <= s["k_total"]
+        assert s["bytes"]["total"] > 0
+        if name == "exdyna" and not options and t >= 1:
+            # exact controller (the default): k' = k from the second iteration on
+            assert abs(s["density"] - d) <= 0.02 * d, s["density"]
+
+
+def sparsifier_round_trip(rank, world, name):
+    import exdyna
+    n, d = 8000, 0.02
+    a = exdyna.Sparsifier(name, d, gather="exact")
+    for t in range(3):
+        a.step(gradient(rank, t, n))
+    saved = a.state_dict()
+    expect = [a.step(gradient(rank, t, n)) for t in range(3, 6)]
+    b = exdyna.Sparsifier(name, d, gather="exact")
+    b.load_state_dict(saved)
+    assert b.iteration == 3
+    for t in range(3, 6):
+        got = b.step(gradient(rank, t, n))
+        assert torch.equal(got, expect[t - 3]), f"{name}: step {t} after load differs"
+    # a state is refused by a sparsifier that did not save it
+    c = exdyna.Sparsifier(name, d * 2)
+    try:
+        c.load_state_dict(saved)
+    except ValueError as e:
+        assert "saved by sparsifier" in str(e)
+    else:
+        raise AssertionError("load_state_dict of another sparsifier's state did not raise")
+
+
+# --- exdyna.ddp -----------------------------------------------------------------------------------
+
+class Reordered(nn.Module):
+    """Parameters registered in another order than forward uses them: DDP's buckets after its
+    rebuild (gradient-ready order) differ from its first ones (reverse registration order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Linear(64, 10)
+        self.a = nn.Linear(20, 8000)
+        self.b = nn.Linear(8000, 64)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+class Stable(nn.Module):
+    """Under DDP's 1 MB first bucket and registered in gradient-ready order: DDP's first bucket
+    layout equals its rebuilt one, so a restored run continues bit for bit."""
+
+    def __init__(self):
+        super().__init__()
+        self.l3 = nn.Linear(64, 10, bias=False)
+        self.l2 = nn.Linear(1000, 64, bias=False)
+        self.l1 = nn.Linear(20, 1000, bias=False)
+
+    def forward(self, x):
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+def batch(rank, t):
+    g = torch.Generator().manual_seed(7919 * rank + t)
+    return torch.randn(16, 20, generator=g), torch.randint(0, 10, (16,), generator=g)
+
+
+def train_steps(model, opt, rank, first, last):
+    for t in range(first, last):
+        x, y = batch(rank, t)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def ddp_model(net, density, bucket_cap_mb=0.25):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(net, bucket_cap_mb=bucket_cap_mb)
+    state = exdyna.ddp.State(density=density)
+    model.register_comm_hook(state, exdyna.ddp.hook)
+    return model, state
+
+
+def ddp_identical(rank, world, steps):
+    torch.manual_seed(rank)  # different initial weights: DDP must broadcast rank 0's
+    model, state = ddp_model(Reordered(), 0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    train_steps(model, opt, rank, 0, 1)
+    first = state.buckets()
+    train_steps(model, opt, rank, 1, steps)
+    after = state.buckets()
+    # the rebuild replaced the first layout; only the current buckets keep state
+    assert first != after and state.rebuilds >= 1, (first, after)
+    assert len(after) == 2 and all(int(k.split(":")[1]) > 0 for k in after)
+    assert sum(int(k.split(":")[1]) for k in after) == sum(p.numel() for p in model.parameters())
+    for i, p in enumerate(model.parameters()):
+        assert_same_on_every_rank(p, f"parameter {i} after {steps} steps")
+    assert 0 < state.density() <= 0.05 * 1.02
+    assert state.bytes_total > 0 and set(state.stats) == {0, 1}
+
+
+def ddp_round_trip(rank, world, out_dir):
+    import exdyna.ddp
+    torch.manual_seed(0)
+    model, state = ddp_model(Stable(), 0.02)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    train_steps(model, opt, rank, 0, 3)
+    assert state.rebuilds == 0 and len(state.buckets()) == 1, state.buckets()
+    ckpt = {"model": {k: v.clone() for k, v in model.module.state_dict().items()},
+            "opt": copy.deepcopy(opt.state_dict()), "hook": state.state_dict()}
+    train_steps(model, opt, rank, 3, 6)
+    expect = [p.detach().clone() for p in model.parameters()]
+
+    torch.manual_seed(1)
+    net = Stable()
+    net.load_state_dict(ckpt["model"])
+    model2, state2 = ddp_model(net, 0.02)
+    opt2 = torch.optim.SGD(model2.parameters(), lr=0.05, momentum=0.9)
+    opt2.load_state_dict(ckpt["opt"])
+    state2.load_state_dict(ckpt["hook"])
+    train_steps(model2, opt2, rank, 3, 6)
+    for i, (p, q) in enumerate(zip(model2.parameters(), expect)):
+        assert torch.equal(p.detach(), q), f"parameter {i} differs after the restored run"
+    assert state2.steps == state.steps
+    try:
+        exdyna.ddp.State(density=0.05).load_state_dict(ckpt["hook"])
+    except ValueError as e:
+        assert "density" in str(e)
+    else:
+        raise AssertionError("load_state_dict with another density did not raise")
+
+
+# --- the hook against `exdyna simulate --trace` ----------------------------------------------------
+
+def ddp_record_trace(rank, world, steps, density, trace_dir, out_path):
+    """Trains Stable() under the hook for `steps` steps, recording every rank's raw bucket
+    gradient (the trace) and the hook's decisions (rank 0 writes both)."""
+    import json
+
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = DDP(Stable(), bucket_cap_mb=0.25)
+    state = exdyna.ddp.State(density=density)
+    raw = []
+
+    def recording_hook(st, bucket):
+        raw.append(bucket.buffer().clone())
+        return exdyna.ddp.hook(st, bucket)
+
+    model.register_comm_hook(state, recording_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    decisions = []
+    for t in range(steps):
+        train_steps(model, opt, rank, t, t + 1)
+        s = state.stats[0]
+        decisions.append({k: s[k] for k in ("iteration", "threshold", "k_total", "k_per_worker",
+                                            "alloc_per_worker", "blocks_per_partition")})
+    assert len(raw) == steps, "expected one bucket per step"
+    per_step = [gathered(g) for g in raw]  # [t][w] flat gradients
+    if rank == 0:
+        os.makedirs(trace_dir, exist_ok=True)
+        with open(os.path.join(trace_dir, "grads.f32"), "wb") as f:
+            for t in range(steps):
+                for w in range(world):
+                    f.write(per_step[t][w].numpy().astype("<f4").tobytes())
+        with open(os.path.join(trace_dir, "meta.json"), "w") as f:
+            json.dump({"n_g": raw[0].numel(), "workers": world, "iterations": steps}, f)
+        with open(out_path, "w") as f:
+            json.dump(decisions, f)
+
+
+# --- failures end in exceptions, not in an aborted interpreter ------------------------------------
+
+def dead_peer(rank, world):
+    import exdyna
+    sp = exdyna.Sparsifier("exdyna", 0.01, timeout=20)
+    sp.step(gradient(rank, 0, 10000))
+    dist.barrier()
+    if rank == world - 1:
+        os._exit(0)  # dies without a word between two steps
+    try:
+        sp.step(gradient(rank, 1, 10000))
+    except (RuntimeError, TimeoutError) as e:
+        msg = str(e)
+    else:
+        raise AssertionError("a step with a dead peer did not raise")
+    assert "process group (gloo)" in msg, msg
+    # the communicator refuses further calls, naming the first failure
+    try:
+        sp.step(gradient(rank, 2, 10000))
+    except RuntimeError as e:
+        assert "after an earlier failure" in str(e), str(e)
+    else:
+        raise AssertionError("a step after a failure did not raise")

@@ -1,0 +1,122 @@
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import exdyna
+import ranks
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(density=0), "density 0"),
+    (dict(density=1.5), "density 1.5"),
+    (dict(density=math.nan), "density nan"),
+    (dict(density="0.01"), "density '0.01'"),
+    (dict(density=0.01, bogus=3), "unknown option 'bogus'"),
+    (dict(density=0.01, controller="fast"), "controller 'fast'"),
+    (dict(density=0.01, gather="all"), "gather"),
+    (dict(density=0.01, gamma="x"), "option gamma='x'"),
+    (dict(density=0.01, gamma=2.0), "gamma 2"),
+    (dict(density=0.01, blocks=1.5), "option blocks=1.5"),
+    (dict(density=0.01, controller="paper", worker_cap="auto"), "needs the exact controller"),
+])
+def test_bad_options_raise_value_error(one_rank, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        exdyna.Sparsifier("exdyna", **kwargs)
+
+
+def test_bad_name_lists_the_known_ones(one_rank):
+    with pytest.raises(ValueError, match="topk"):
+        exdyna.Sparsifier("nonesuch", 0.01)
+    assert "exdyna" in exdyna.sparsifier_names()
+
+
+def test_bad_gradients(one_rank):
+    sp = exdyna.Sparsifier("topk", 0.1)
+    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32):
+        with pytest.raises(TypeError, match="float32"):
+            sp.step(torch.ones(100, dtype=dtype))
+    with pytest.raises(TypeError):
+        sp.step([1.0, 2.0])
+    sp.step(torch.ones(100))
+    with pytest.raises(ValueError, match="built for 100"):
+        sp.step(torch.ones(101))
+    bad = torch.ones(100)
+    bad[17] = math.inf
+    with pytest.raises(ValueError, match="element 17"):
+        sp.step(bad)
+    with pytest.raises(ValueError, match="not an exdyna sparsifier state"):
+        sp.load_state_dict({"state": b"garbage!garbage!"})
+
+
+def test_no_process_group():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        exdyna.Sparsifier("exdyna", 0.01)
+
+
+def test_one_rank_update_is_the_sparsified_gradient(one_rank):
+    sp = exdyna.Sparsifier("topk", 0.01)
+    g = ranks.gradient(0, 0, 10000)
+    u = sp.step(g)
+    kept = u != 0
+    assert int(kept.sum()) == 100
+    assert torch.equal(u[kept], g[kept])
+    # top-k: the kept magnitudes are the largest
+    assert g.abs()[kept].min() >= g.abs()[~kept].max()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_updates_identical_on_every_rank(tmp_path, world):
+    # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
+    # broadcast CLT-k needs and the paper's own controller
+    for name, options in (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
+                          ("exdyna", {"gather": "exact", "controller": "paper",
+                                      "balance": "paper"})):
+        ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{name}{len(options)}", name, 5,
+                    options)
+
+
+def test_state_dict_round_trip_continues_bit_for_bit(tmp_path):
+    ranks.spawn(ranks.sparsifier_round_trip, 2, tmp_path, "exdyna")
+
+
+def test_ddp_state_carries_residuals_into_rebuilt_buckets(one_rank):
+    import exdyna.ddp
+    state = exdyna.ddp.State(sparsifier="topk", density=0.5)
+    # bucket "A" holds parameters 101 (3 values) and 202 (2 values); then DDP re-lays out and
+    # bucket "B" holds 202 alone, bucket "C" holds 303 (new) and 101
+    a = state.bucket_sparsifier("A", [(101, 0, 3), (202, 3, 2)])
+    a.step(torch.tensor([1.0, 2.0, 30.0, 4.0, 5.0]))
+    ra = a.residual()
+    assert torch.equal(ra, torch.tensor([1.0, 2.0, 0.0, 4.0, 0.0]))  # top-2 of 5 sent
+    state.end_iteration()
+    b = state.bucket_sparsifier("B", [(202, 0, 2)])
+    c = state.bucket_sparsifier("C", [(303, 0, 4), (101, 4, 3)])
+    assert torch.equal(b.residual(), ra[3:5])
+    assert torch.equal(c.residual(), torch.cat([torch.zeros(4), ra[0:3]]))
+    b.step(torch.zeros(2))
+    c.step(torch.zeros(7))
+    state.end_iteration()
+    assert state.buckets() == ["B", "C"] and state.rebuilds == 1
+
+
+def test_dead_peer_raises_instead_of_aborting(tmp_path):
+    ranks.spawn(ranks.dead_peer, 2, tmp_path)
+
+
+def test_ddp_hook_refuses_a_float64_model(one_rank):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(torch.nn.Linear(50, 4).double())
+    model.register_comm_hook(exdyna.ddp.State(density=0.1), exdyna.ddp.hook)
+    with pytest.raises(Exception, match="float32"):
+        model(torch.randn(8, 50, dtype=torch.float64)).sum().backward()
