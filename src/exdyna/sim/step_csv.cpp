@@ -85,8 +85,8 @@ std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers
                                st.bytes.allreduce,        st.bytes.broadcast,
                                st.bytes.padded_elements,  st.bytes.total()};
     for (auto v : b) s += ',', s += std::to_string(v);
-    const double tm[] = {st.times.accumulate, st.times.select,    st.times.allgather,
-                         st.times.allreduce,  st.times.broadcast, st.times.update,
+    const double tm[] = {st.times.accumulate, st.times.select,     st.times.allgather,
+                         st.times.allreduce,  st.times.broadcast,  st.times.update,
                          st.times.other,      st.times.non_comm(), st.times.cpu};
     for (auto v : tm) s += ',', append_double(s, v);
     for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)

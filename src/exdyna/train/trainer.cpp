@@ -47,8 +47,8 @@ ModelSpec model_spec(const TrainOptions& opts, const DataBundle& data) {
 
 sparsifiers::ErrorFeedback make_error_feedback(const TrainOptions& opts, std::int64_t n,
                                                const comm::Communicator& comm) {
-  return sparsifiers::make_error_feedback(opts.sparsifier, opts.sparse, n, comm.size(),
-                                          comm.rank(), sparsifiers::builtin_registry());
+  return sparsifiers::make_error_feedback(opts.sparsifier, opts.sparse, n, comm.size(), comm.rank(),
+                                          sparsifiers::builtin_registry());
 }
 
 // What one worker holds for the run: its model, error feedback around the sparsifier, the
