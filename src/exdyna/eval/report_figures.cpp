@@ -9,6 +9,7 @@
 
 #include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/shell.hpp"
 
 namespace exdyna::eval {
 
@@ -375,21 +376,8 @@ Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors) {
 
 namespace {
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    ::pclose(p);
-  }
-  return out;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using core::run_capture;
+using core::shell_quote;
 
 // gnuplot single-quoted string: '' stands for one quote.
 std::string gp_string(const std::string& s) {
@@ -406,7 +394,7 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
   static std::map<std::string, std::string> terminals;
   auto& terminal = terminals[gnuplot];
   if (terminal.empty()) {
-    const auto terms = run_capture(quote(gnuplot) + " -e 'set terminal' 2>&1");
+    const auto terms = run_capture(shell_quote(gnuplot) + " -e 'set terminal' 2>&1");
     terminal = terms.find("pngcairo") != std::string::npos ? "pngcairo size 1000,600 font ',11'"
                                                            : "png size 1000,600";
   }
@@ -432,8 +420,8 @@ fs::path draw_figure(const fs::path& dir, const Figure& f, const std::string& gn
   core::write_file_atomic(dir / (base + ".gp"), gp.str());
   const auto png = dir / (base + ".png");
   const auto tmp = dir / (base + ".png.tmp");
-  const auto err = run_capture("cd " + quote(dir.string()) + " && " + quote(gnuplot) + " " +
-                               quote(base + ".gp") + " 2>&1");
+  const auto err = run_capture("cd " + shell_quote(dir.string()) + " && " + shell_quote(gnuplot) +
+                               " " + shell_quote(base + ".gp") + " 2>&1");
   std::error_code ec;
   if (fs::exists(tmp, ec) && fs::file_size(tmp, ec) > 0) {
     fs::rename(tmp, png);

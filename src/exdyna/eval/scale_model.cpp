@@ -124,7 +124,7 @@ void robust_solve(std::vector<Row>& rows, double fixed_beta, double& alpha, doub
 
 // Whether a fit's sizes pin beta: the bandwidth term is at least 30 % of the largest call's time,
 // and beta is not faster than the wire.
-bool pins_beta(const std::vector<Row>& rows, double /*alpha*/, double beta, double bandwidth_bps) {
+bool pins_beta(const std::vector<Row>& rows, double beta, double bandwidth_bps) {
   double share = 0;
   for (const auto& r : rows) share = std::max(share, r.xb * beta / r.t);
   return beta > 0 && share >= 0.3 && (8.0 / bandwidth_bps) / beta <= 1.05;
@@ -205,7 +205,7 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
   // it has the largest sizes) and refit alpha alone.
   std::vector<bool> pinned(out.size());
   for (std::size_t i = 0; i < out.size(); ++i)
-    pinned[i] = pins_beta(kept[i], out[i].alpha_s, out[i].beta_s_per_byte, out[i].bandwidth_bps);
+    pinned[i] = pins_beta(kept[i], out[i].beta_s_per_byte, out[i].bandwidth_bps);
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (pinned[i]) continue;
     const LinkFit* donor = nullptr;
@@ -244,7 +244,7 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
       g.workers = w;
       auto own = rows;
       robust_solve(own, -1, g.alpha_s, g.beta_s_per_byte);
-      if (pins_beta(own, g.alpha_s, g.beta_s_per_byte, g.bandwidth_bps)) {
+      if (pins_beta(own, g.beta_s_per_byte, g.bandwidth_bps)) {
         rows = std::move(own);
         g.beta_from = "";
       } else {

@@ -5,26 +5,15 @@
 #include <filesystem>
 #include <sstream>
 
+#include "exdyna/core/shell.hpp"
+
 namespace exdyna::train {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    ::pclose(p);
-  }
-  return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using core::run_capture;
+using core::shell_quote;
 
 struct Plot {
   std::string file, body;
