@@ -15,6 +15,8 @@
 //   --fault kill:R:S    rank R kills itself (SIGKILL) before step S
 //   --fault stall:R:S   rank R stops calling collectives before step S (sleeps)
 //   --mismatch R        rank R uses density 0.02 instead of 0.01 (refused at startup)
+//   --stranger R        rank R runs with another EXDYNA_JOB_TOKEN (refused before the mesh)
+//   --stranger R:none   rank R runs without EXDYNA_JOB_TOKEN
 #include <signal.h>
 #include <unistd.h>
 
@@ -52,6 +54,7 @@ struct Args {
   double density = 0.01;
   std::string fault;
   int mismatch_rank = -1;
+  std::string stranger;
   std::string only;  // run only this sparsifier
 };
 
@@ -110,6 +113,8 @@ Args parse(int argc, char** argv) {
       a.fault = val();
     else if (k == "--mismatch")
       a.mismatch_rank = std::stoi(val());
+    else if (k == "--stranger")
+      a.stranger = val();
     else if (k == "--only")
       a.only = val();
     else
@@ -271,9 +276,22 @@ void run_rank(const Args& a, comm::Communicator& c) {
 
 }  // namespace
 
+// In the worker whose RANK the launcher set to --stranger's rank: swap or drop the job token.
+void become_stranger(const std::string& spec) {
+  const char* rank = std::getenv("RANK");
+  if (spec.empty() || !rank) return;
+  const auto colon = spec.find(':');
+  if (std::stoi(spec.substr(0, colon)) != std::stoi(rank)) return;
+  if (colon != std::string::npos && spec.substr(colon + 1) == "none")
+    ::unsetenv("EXDYNA_JOB_TOKEN");
+  else
+    ::setenv("EXDYNA_JOB_TOKEN", "a-stranger-who-guessed-the-port", 1);
+}
+
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
+    become_stranger(a.stranger);
     comm::RunOptions o;
     o.backend = comm::parse_backend(a.backend);
     o.workers = a.workers;

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "exdyna/comm/job_token.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/rank_launch.hpp"
@@ -105,6 +106,7 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                     const fs::path& log_dir, std::vector<std::string>& commands) {
   std::vector<RankCommand> ranks;
   const int n = hosts ? workers : 1;
+  const std::string token = comm::generate_job_token();  // closes each job's store to strangers
   for (int r = 0; r < n; ++r) {
     RankCommand rc;
     if (hosts) rc.argv = hosts->exec_prefix(r);
@@ -118,7 +120,8 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                 {"WORLD_SIZE", std::to_string(workers)},
                 {"LOCAL_RANK", "0"},
                 {"LOCAL_WORLD_SIZE", "1"},
-                {"OMP_NUM_THREADS", "1"}};
+                {"OMP_NUM_THREADS", "1"},
+                {"EXDYNA_JOB_TOKEN", token}};
     } else {
       rc.argv.insert(rc.argv.end(), {"--backend", "local", "--workers", std::to_string(workers)});
     }
@@ -127,7 +130,8 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
       rc.argv.insert(rc.argv.end(), extra.begin(), extra.end());
     }
     std::string line;
-    for (const auto& [k, v] : rc.env) line += k + "=" + v + " ";
+    for (const auto& [k, v] : rc.env)  // the secret stays out of the report
+      if (k != "EXDYNA_JOB_TOKEN") line += k + "=" + v + " ";
     for (const auto& a : rc.argv) line += a + " ";
     line.pop_back();
     commands.push_back(line);

@@ -1,5 +1,7 @@
 #include "exdyna/comm/engines/gloo_communicator.hpp"
 
+#include "exdyna/comm/job_token.hpp"
+
 #include <ATen/ATen.h>
 #include <arpa/inet.h>
 #include <gloo/allgather.h>
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -68,6 +71,26 @@ bool port_is_free(int port) {
   return ok;
 }
 
+// The job token's proof runs on the raw store (its keys live under exdyna/auth/).
+class StoreProofs final : public ProofStore {
+ public:
+  explicit StoreProofs(c10d::Store& s) : s_(s) {}
+  void set(const std::string& key, const std::string& value) override {
+    s_.set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
+  }
+  bool has(const std::string& key) override { return s_.check({key}); }
+  std::string get(const std::string& key) override {
+    const auto v = s_.get(key);
+    return std::string(v.begin(), v.end());
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    return s_.add(key, delta);
+  }
+
+ private:
+  c10d::Store& s_;
+};
+
 // Exposes the process group's Gloo context, for the exact all-gather (gloo::allgatherv), which
 // c10d does not offer: its allgather insists on equal sizes.
 class GlooGroup : public c10d::ProcessGroupGloo {
@@ -108,6 +131,7 @@ class GlooCommunicator final : public Communicator {
                                      ":", cfg.master_port, " within ", rdv.count() / 1000.0,
                                      " s (is rank 0 running?): ", first_line(e.what())));
     }
+    prove_member(rdv);
     // The process group's default timeout bounds the mesh set-up; --timeout is enforced per call by
     // run() (c10d path) and by the Gloo options (direct path).
     auto opts = c10d::ProcessGroupGloo::Options::create(rdv);
@@ -257,6 +281,27 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  // Before any peer connection: every rank proves the job token (comm/job_token.hpp), so a process
+  // that only reached the store never becomes part of the mesh.
+  void prove_member(std::chrono::milliseconds within) {
+    StoreProofs proofs(*store_);
+    MembershipResult m;
+    try {
+      m = prove_membership(proofs, cfg_.rank, cfg_.world_size, cfg_.job_token, within);
+    } catch (const exdyna::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat(
+          "gloo: rank ", cfg_.rank,
+          ": the job token check lost the rendezvous store: ", first_line(e.what())));
+    }
+    if (!m.secured && cfg_.rank == 0)
+      std::fprintf(stderr,
+                   "exdyna: warning: EXDYNA_JOB_TOKEN is not set: any process that reaches "
+                   "%s:%d can join this job (docs/reliability.md)\n",
+                   cfg_.master_addr.c_str(), cfg_.master_port);
+  }
+
   static std::string first_line(const std::string& s) {
     // c10 errors carry a C++ stack trace after the first lines; keep the message only.
     const auto pos = s.find("\nException raised from");
@@ -388,6 +433,7 @@ GlooConfig GlooConfig::from_env() {
   EXDYNA_CHECK_ARG(path == "direct" || path == "c10d", "EXDYNA_GLOO_PATH='", path,
                    "' is not valid; expected direct or c10d");
   c.via_c10d = path == "c10d";
+  c.job_token = job_token_from_env();
   return c;
 }
 

@@ -45,9 +45,13 @@ struct GlooConfig {
   // context on the calling thread, saving two thread hand-offs per call. Results are identical
   // (tests/engines); on this 2-core machine the difference drowns in scheduling noise.
   bool via_c10d = true;
+  // The job's shared secret (EXDYNA_JOB_TOKEN); proved through the store before the mesh is built.
+  // Empty on every rank: the store stays open to anyone (rank 0 warns).
+  std::string job_token;
 
   // Reads MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500), RANK, WORLD_SIZE (both
-  // required), LOCAL_RANK (default 0), EXDYNA_LISTEN_ADDR and EXDYNA_GLOO_PATH (direct | c10d);
+  // required), LOCAL_RANK (default 0), EXDYNA_LISTEN_ADDR, EXDYNA_GLOO_PATH (direct | c10d) and
+  // EXDYNA_JOB_TOKEN;
   // throws InvalidArgument naming a missing or malformed variable.
   static GlooConfig from_env();
   void validate() const;

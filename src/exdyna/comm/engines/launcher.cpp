@@ -19,6 +19,7 @@
 #include <iterator>
 #include <optional>
 
+#include "exdyna/comm/job_token.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::comm {
@@ -137,6 +138,7 @@ namespace {
   ::setenv("MASTER_ADDR", opt.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("EXDYNA_LAUNCHED", "1", 1);
+  ::setenv("EXDYNA_JOB_TOKEN", opt.job_token.c_str(), 1);
   ::execv(opt.exe.c_str(), args.data());
   std::fprintf(stderr, "exdyna: launcher: cannot start %s: %s\n", opt.exe.c_str(),
                std::strerror(errno));
@@ -293,7 +295,10 @@ int report_failure(const std::vector<Worker>& ws, int first_failed) {
 
 }  // namespace
 
-int launch_local(const LaunchOptions& opt) {
+int launch_local(const LaunchOptions& options) {
+  LaunchOptions opt = options;
+  if (opt.job_token.empty()) opt.job_token = job_token_from_env();
+  if (opt.job_token.empty()) opt.job_token = generate_job_token();
   EXDYNA_CHECK_ARG(opt.workers >= 1, "launcher: --workers ", opt.workers,
                    " is not valid; expected >= 1");
   EXDYNA_CHECK_ARG(!opt.argv.empty(), "launcher: empty argv");

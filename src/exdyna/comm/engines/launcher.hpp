@@ -24,6 +24,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{3'000};      // extra wait before terminating survivors
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port on master_addr
+  // The secret every worker proves at start-up (comm/job_token.hpp). Empty: EXDYNA_JOB_TOKEN from
+  // this process's environment, else a fresh random one, so a local job is closed by default.
+  std::string job_token;
 };
 
 // Runs the workers to completion. Returns 0 when every worker exited 0, else the first failing
