@@ -9,6 +9,7 @@ packages=(
   libtorch-dev libgloo-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist gnuplot-nox
+  iproute2 nftables
   python3-torch pybind11-dev python3-pytest
 )
 missing=()

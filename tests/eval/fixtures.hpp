@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -13,6 +14,15 @@
 #include "exdyna/eval/scale_model.hpp"
 
 namespace exdyna::eval::testing {
+
+// The `exdyna` tool: $EXDYNA_TOOL, else build/exdyna seen from build/tests/eval/<this test>.
+inline std::filesystem::path exdyna_tool() {
+  if (const char* t = std::getenv("EXDYNA_TOOL")) return t;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const auto tool = self.parent_path().parent_path().parent_path() / "exdyna";
+  return !ec && std::filesystem::exists(tool) ? tool : std::filesystem::path();
+}
 
 inline void write(const std::filesystem::path& p, const std::string& s) {
   std::filesystem::create_directories(p.parent_path());

@@ -21,6 +21,7 @@ namespace exdyna::eval {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::exdyna_tool;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -31,15 +32,6 @@ std::string slurp(const fs::path& p) {
 
 bool gnuplot_available() {
   return std::system("command -v gnuplot > /dev/null 2>&1") == 0;
-}
-
-// The `exdyna` tool: $EXDYNA_TOOL, else build/exdyna seen from build/tests/eval/<this test>.
-fs::path exdyna_tool() {
-  if (const char* t = std::getenv("EXDYNA_TOOL")) return t;
-  std::error_code ec;
-  const auto self = fs::read_symlink("/proc/self/exe", ec);
-  const auto tool = self.parent_path().parent_path().parent_path() / "exdyna";
-  return !ec && fs::exists(tool) ? tool : fs::path();
 }
 
 // Two settings (W = 2 and 4 at 1 Gbit/s, d = 0.01) of four labels; at W = 4 exdyna-exact is the

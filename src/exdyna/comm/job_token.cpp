@@ -1,5 +1,6 @@
 #include "exdyna/comm/job_token.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -100,6 +101,12 @@ MembershipResult prove_membership(ProofStore& store, int rank, int world_size,
     else if (!core::equal_constant_time(proof, membership_proof(token, nonce, r)))
       wrong.push_back(r);
   }
+  // Rank 0 serves the store: it stays until every rank has read the proofs (bounded), so each
+  // rank reports the verdict itself rather than a lost store.
+  store.add(kPrefix + "checked", 1);
+  const auto linger = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+  while (rank == 0 && store.add(kPrefix + "checked", 0) < world_size && Clock::now() < linger)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (token.empty() && static_cast<int>(none.size()) == world_size && doubled.empty())
     return {false};
   if (!token.empty() && none.empty() && wrong.empty() && doubled.empty()) return {true};

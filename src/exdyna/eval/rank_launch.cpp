@@ -70,12 +70,14 @@ std::string file_tail(const std::filesystem::path& p, int lines) {
 }
 
 RanksResult run_ranks(const std::vector<RankCommand>& ranks, const std::filesystem::path& log_dir,
-                      std::chrono::milliseconds deadline) {
+                      std::chrono::milliseconds deadline, std::chrono::milliseconds grace) {
   std::filesystem::create_directories(log_dir);
   const auto t0 = Clock::now();
   std::vector<pid_t> pids;
   std::vector<bool> done(ranks.size(), false);
   RanksResult res;
+  res.ends.resize(ranks.size());
+  res.end_s.resize(ranks.size());
   try {
     for (std::size_t r = 0; r < ranks.size(); ++r)
       pids.push_back(start_rank(ranks[r], log_dir / ("rank" + std::to_string(r) + ".out"),
@@ -94,6 +96,8 @@ RanksResult run_ranks(const std::vector<RankCommand>& ranks, const std::filesyst
       if (::waitpid(pids[r], &st, WNOHANG) != pids[r]) continue;
       done[r] = true;
       --running;
+      res.ends[r] = killed ? "killed by the launcher" : describe(st);
+      res.end_s[r] = std::chrono::duration<double>(Clock::now() - t0).count();
       const bool bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
       if (bad && res.ok) {
         res.ok = false;
@@ -106,7 +110,7 @@ RanksResult run_ranks(const std::vector<RankCommand>& ranks, const std::filesyst
                    : describe(st);
         res.stderr_tail = file_tail(log_dir / ("rank" + std::to_string(r) + ".err"));
         // The peers of a failed rank fail on their own within their --timeout; do not wait for it.
-        kill_at = std::min(kill_at, Clock::now() + std::chrono::seconds(5));
+        kill_at = std::min(kill_at, Clock::now() + grace);
       }
     }
     if (running == 0) break;

@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -386,17 +388,31 @@ class GlooCommunicator final : public Communicator {
 
   // Post-mortem through the rendezvous store: every surviving rank posts a note, then looks for a
   // moment for the others' notes. Ranks that never post are dead or no longer calling
-  // collectives. Costs nothing unless something already failed.
+  // collectives. Costs nothing unless something already failed. The store calls run on a thread of
+  // their own with a 3 s bound: on a rank whose own link is down, a store call blocks for the
+  // socket's whole rendezvous timeout, and the error must not wait for it.
   std::string diagnose() {
+    auto answer = std::make_shared<std::promise<std::string>>();
+    auto future = answer->get_future();
+    std::thread([store = store_, r = rank(), n = size(), answer] {
+      answer->set_value(look_for_failures(*store, r, n));
+    }).detach();  // holds its own reference to the store; left behind only when the store hangs
+    if (future.wait_for(std::chrono::seconds(3)) != std::future_status::ready)
+      return "; the rendezvous store did not answer within 3 s (this rank's link, or rank 0's, "
+             "may be down)";
+    return future.get();
+  }
+
+  static std::string look_for_failures(c10d::Store& store, int me, int n) {
     try {
-      store_->setTimeout(std::chrono::seconds(2));
+      store.setTimeout(std::chrono::seconds(2));
       const std::string key = "exdyna/failed/";
-      store_->set(key + std::to_string(rank()), std::vector<std::uint8_t>{1});
+      store.set(key + std::to_string(me), std::vector<std::uint8_t>{1});
       std::vector<int> missing;
       for (int tries = 0; tries < 15; ++tries) {
         missing.clear();
-        for (int r = 0; r < size(); ++r)
-          if (r != rank() && !store_->check({key + std::to_string(r)})) missing.push_back(r);
+        for (int r = 0; r < n; ++r)
+          if (r != me && !store.check({key + std::to_string(r)})) missing.push_back(r);
         if (missing.empty()) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -404,8 +420,8 @@ class GlooCommunicator final : public Communicator {
       std::string list;
       for (auto r : missing) list += (list.empty() ? "" : ",") + std::to_string(r);
       return detail::concat("; rank(s) ", list,
-                            " did not report a failure within 1.5 s (dead, no longer calling "
-                            "collectives, or still waiting on another rank)");
+                            " did not report a failure within 1.5 s (dead, unreachable, no longer "
+                            "calling collectives, or still waiting on another rank)");
     } catch (const std::exception&) {
       return "; the rendezvous store is unreachable (rank 0 may be gone)";
     }
