@@ -58,6 +58,9 @@ void add_simulate_command(CLI::App& app, Action& action) {
   sub->add_option("--stats", a.stats,
                   "write every per-iteration statistic (times, bytes, global error) as CSV; a path "
                   "with {rank} is written by every rank (its own times)");
+  sub->add_flag("--resources", a.cfg.measure_resources,
+                "print every rank's resident memory and open file descriptors after iteration "
+                "min(1000, T/2) and at the end (a long run should hold both flat)");
   sub->add_option("--scale-step", a.scale_steps,
                   "from iteration ITER on, multiply every gradient (synthetic source or trace) "
                   "by FACTOR (ITER:FACTOR, repeatable), like a learning-rate decay");
@@ -91,6 +94,9 @@ void add_simulate_command(CLI::App& app, Action& action) {
       cfg.trace_dir = a.trace;
       cfg.decisions_path = a.decisions;
       cfg.stats_path = a.stats;
+      // Without a CSV the run keeps a few numbers per iteration instead of every StepStats, so
+      // a long run's memory stays flat (the summary and the decisions digest need no more).
+      cfg.keep_steps = !a.decisions.empty() || !a.stats.empty();
       for (const auto& s : a.scale_steps)
         cfg.synthetic.scale_steps.push_back(sim::parse_scale_step(s));
       if (a.engine.backend != "local") return simulate_on_engine(cfg, a.engine, std::cout);

@@ -50,6 +50,7 @@ int simulate_on_engine(const sim::SimulateConfig& config, EngineCli engine, std:
       fp.add("source", cfg.describe_source());  // the trace's scale steps
     }
     fp.add("global_error", cfg.measure_global_error ? "1" : "0");
+    fp.add("resources", cfg.measure_resources ? "1" : "0");  // sizes the final all-reduce
     fp.add("timeout_s", str(cfg.timeout_s));
     comm::check_same_configuration(c, fp);
 

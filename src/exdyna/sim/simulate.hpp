@@ -9,7 +9,8 @@
 // byte-identical across engines: doubles are printed with %.17g.
 //
 // Its parts: simulate_config (the configuration and its source), summary (the numbers and the
-// table), step_csv (the CSVs, written by core/atomic_file). This header includes them all.
+// table), step_csv (the CSVs, written by core/atomic_file), step_series (what is kept of every
+// iteration when the StepStats are not). This header includes them all.
 #pragma once
 
 #include <iosfwd>
@@ -20,6 +21,7 @@
 #include "exdyna/sim/gradient_source.hpp"
 #include "exdyna/sim/simulate_config.hpp"
 #include "exdyna/sim/step_csv.hpp"
+#include "exdyna/sim/step_series.hpp"
 #include "exdyna/sim/summary.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/step_stats.hpp"
@@ -29,8 +31,21 @@ namespace exdyna::sim {
 // The CSV writers use core's atomic writer (temporary beside path, fsync, rename).
 using core::write_file_atomic;
 
+// One rank's resident memory and open descriptors after the warm-up iterations and at the end.
+struct RankResources {
+  std::int64_t warm_iteration = 0;  // sampled after this iteration
+  std::int64_t rss_warm = 0, rss_end = 0;
+  std::int64_t fds_warm = 0, fds_end = 0;
+  double rss_growth() const {
+    return rss_warm > 0 ? static_cast<double>(rss_end - rss_warm) / static_cast<double>(rss_warm)
+                        : 0.0;
+  }
+};
+
 struct WorkerResult {
-  std::vector<sparsifiers::StepStats> steps;  // this rank's, one per iteration
+  std::vector<sparsifiers::StepStats> steps;  // this rank's, one per iteration (cfg.keep_steps)
+  StepSeries series;                          // always
+  std::vector<RankResources> resources;       // per rank (cfg.measure_resources), else empty
   // Over every worker and iteration (all-reduced once at the end of the run), seconds.
   double mean_select_s = 0;
   double mean_non_comm_s = 0;

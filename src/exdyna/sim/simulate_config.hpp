@@ -38,6 +38,12 @@ struct SimulateConfig {
   std::filesystem::path stats_path;      // non-empty: the full per-iteration CSV
   double timeout_s = 300;                // of every collective
   bool measure_global_error = true;      // Eq. 1, one all-reduce of a double per step
+  // Keep every iteration's StepStats (the CSVs are written from them at the end). The command
+  // keeps them only when a CSV is asked for; without, a run holds the compact StepSeries alone.
+  bool keep_steps = true;
+  // Sample resident memory and open descriptors after iteration min(1000, T/2) and at the end,
+  // on every rank (--resources).
+  bool measure_resources = false;
 
   // Checks what can be checked without the source (ranges, conflicting options, output
   // directories). Throws InvalidArgument naming the option, the value and what was expected.

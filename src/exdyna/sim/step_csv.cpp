@@ -24,36 +24,43 @@ T at_or(const std::vector<T>& v, std::size_t i, T fallback) {
 
 }  // namespace
 
-std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int workers) {
+std::string decisions_header(int workers) {
   std::string s = "iter,threshold,k_total,density,f_t";
   for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
   for (int i = 0; i < workers; ++i) s += ",alloc_w" + std::to_string(i);
   for (int i = 0; i < workers; ++i) s += ",blocks_p" + std::to_string(i);
   s += "\n";
-  for (const auto& st : steps) {
-    append_int(s, st.iteration);
+  return s;
+}
+
+void append_decisions_row(std::string& s, const sparsifiers::StepStats& st, int workers) {
+  append_int(s, st.iteration);
+  s += ',';
+  append_double(s, st.threshold);
+  s += ',';
+  append_int(s, st.k_total);
+  s += ',';
+  append_double(s, st.density);
+  s += ',';
+  append_double(s, st.f_t);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
     s += ',';
-    append_double(s, st.threshold);
-    s += ',';
-    append_int(s, st.k_total);
-    s += ',';
-    append_double(s, st.density);
-    s += ',';
-    append_double(s, st.f_t);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-      s += ',';
-      append_int(s, at_or<std::int64_t>(st.k_per_worker, i, 0));
-    }
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-      s += ',';
-      append_int(s, at_or<int>(st.alloc_per_worker, i, -1));
-    }
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-      s += ',';
-      append_int(s, at_or<std::int64_t>(st.blocks_per_partition, i, 0));
-    }
-    s += '\n';
+    append_int(s, at_or<std::int64_t>(st.k_per_worker, i, 0));
   }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
+    s += ',';
+    append_int(s, at_or<int>(st.alloc_per_worker, i, -1));
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
+    s += ',';
+    append_int(s, at_or<std::int64_t>(st.blocks_per_partition, i, 0));
+  }
+  s += '\n';
+}
+
+std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int workers) {
+  std::string s = decisions_header(workers);
+  for (const auto& st : steps) append_decisions_row(s, st, workers);
   return s;
 }
 

@@ -33,35 +33,29 @@ Summary::Range range_of(std::span<const double> xs) {
 
 Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
   Summary s;
-  const auto& steps = result.steps;
-  s.iterations = static_cast<std::int64_t>(steps.size());
+  const StepSeries& series = result.series;
+  s.iterations = series.size();
   // The target the sparsifier reports (dense reports 1), else the configured one.
-  s.target_density =
-      !steps.empty() && steps[0].target_density > 0 ? steps[0].target_density : cfg.sparse.density;
-  s.k_target = !steps.empty() && steps[0].k_target > 0 ? steps[0].k_target : cfg.sparse.k();
-  std::vector<double> ratio, ft, ge;
-  comm::ByteCounts bytes;
-  double padded = 0;
-  for (const auto& st : steps) {
-    ratio.push_back(st.density / s.target_density);
-    ft.push_back(st.f_t);
-    if (!std::isnan(st.global_error)) ge.push_back(st.global_error);
-    bytes += st.bytes;
-    padded += static_cast<double>(st.padded_elements);
-  }
+  s.target_density = series.target_density() > 0 ? series.target_density() : cfg.sparse.density;
+  s.k_target = series.k_target() > 0 ? series.k_target() : cfg.sparse.k();
+  std::vector<double> ratio(series.density());
+  for (double& r : ratio) r /= s.target_density;
+  const std::vector<double>& ft = series.f_t();
+  const std::vector<double>& ge = series.global_error();
   s.density_ratio = range_of(ratio);
   s.f_t = range_of(ft);
   s.global_error =
       ge.empty() ? Summary::Range{std::nan(""), std::nan(""), std::nan("")} : range_of(ge);
-  if (!steps.empty()) {
-    const auto n = static_cast<std::uint64_t>(steps.size());
+  if (s.iterations > 0) {
+    const auto n = static_cast<std::uint64_t>(s.iterations);
+    const comm::ByteCounts& bytes = series.bytes();
     s.mean_bytes = static_cast<double>(bytes.total()) / static_cast<double>(n);
     s.mean_bytes_by_kind.allgather_counts = bytes.allgather_counts / n;
     s.mean_bytes_by_kind.allgather_indices = bytes.allgather_indices / n;
     s.mean_bytes_by_kind.allreduce = bytes.allreduce / n;
     s.mean_bytes_by_kind.broadcast = bytes.broadcast / n;
     s.mean_bytes_by_kind.padded_elements = bytes.padded_elements / n;
-    s.mean_padded_elements = padded / static_cast<double>(n);
+    s.mean_padded_elements = series.padded_elements() / static_cast<double>(n);
   }
   const auto within = [&](std::size_t t) { return std::fabs(ratio[t] - 1.0) <= 0.1; };
   // First iteration >= from within the band, and the first from which it stays until `to`.

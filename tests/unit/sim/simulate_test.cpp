@@ -274,6 +274,7 @@ TEST(Simulate, SummaryNumbers) {
   SimulateConfig cfg = small_config("x", 2, 1000, 4);
   cfg.synthetic.scale_steps = {{3, 0.1}, {100, 2.0}};  // the second lies beyond the run
   WorkerResult r;
+  r.series = StepSeries(2);
   const double ratios[] = {3.0, 1.05, 0.95, 1.0, 0.8, 1.0, 1.09};
   for (std::size_t t = 0; t < 7; ++t) {
     sparsifiers::StepStats s;
@@ -286,7 +287,7 @@ TEST(Simulate, SummaryNumbers) {
     s.global_error = 2.0;
     s.bytes.allgather_indices = 100 * (t + 1);
     s.padded_elements = 4;
-    r.steps.push_back(s);
+    r.series.add(s);  // the summary reads the series, kept with or without the steps
   }
   const auto s = summarize(cfg, r);
   EXPECT_EQ(s.iterations, 7);
