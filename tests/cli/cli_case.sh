@@ -29,7 +29,7 @@ case $case_name in
   density_above_one) args=(--density 1.5); re='--density: 1.5 is not valid; expected a number in \(0, 1\]' ;;
   density_nan) args=(--density nan); re='--density: nan is not valid' ;;
   blocks_below_workers) args=(--sparsifier exdyna --workers 8 --blocks 4 --n-grad 100000)
-    re='n_b \(blocks\) 4 is smaller than the number of workers 8' ;;
+    re='--blocks \(n_b\) 4 is smaller than the number of workers 8 \(--workers\)' ;;
   n_grad_zero) args=(--n-grad 0); re='--n-grad: 0 is not valid; expected an integer >= 1' ;;
   # Refused while parsing, naming the option as typed (issue 14), still exit status 2.
   workers_zero) args=(--workers 0); re='--workers: 0 is not valid; expected an integer in 1\.\.4096' ;;
@@ -45,7 +45,7 @@ case $case_name in
   worker_cap_below_one) args=(--sparsifier exdyna --controller exact --worker-cap 0.5)
     re="worker cap '0.5' is not valid; expected auto, none, 0 or a factor >= 1" ;;
   worker_cap_needs_exact) args=(--sparsifier exdyna --controller histogram --worker-cap 1.5)
-    re="worker cap 1.5 needs the exact controller" ;;
+    re="--worker-cap 1.5 needs --controller exact" ;;
   trace_nan)
     trace "$tmp/t" "$meta"; zeros 20 >> "$tmp/t/grads.f32"; printf "$nan" >> "$tmp/t/grads.f32"; zeros 40 >> "$tmp/t/grads.f32"
     args=(--sparsifier dense --density 1 --trace "$tmp/t"); re="gradient element 1 of iteration 0 on rank 1 is nan.*expected a finite value" ;;

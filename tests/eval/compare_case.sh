@@ -32,7 +32,7 @@ case "$case_name" in
     expect_bad --sparsifiers exdyna,exdyna-paper --controller exact ;;
   option_tunes_no_label) want="--blocks 64 tunes exdyna, but no label in --sparsifiers runs exdyna"
     expect_bad --sparsifiers topk,sidco --blocks 64 ;;
-  option_bad_for_a_cell) want="cell exdyna at --workers 8, --density 0.01: n_b (blocks) 4"
+  option_bad_for_a_cell) want="cell exdyna at --workers 8, --density 0.01: --blocks (n_b) 4"
     expect_bad --sparsifiers exdyna --workers 2,8 --density 0.01 --blocks 4 ;;
   forwards_options)
     # Model network (no namespaces needed): --gather to every cell, --blocks to the exdyna ones.

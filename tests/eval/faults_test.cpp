@@ -5,10 +5,12 @@
 // MPI is not covered: its ranks are not launched into namespaces. Skips without root or nftables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -133,6 +135,9 @@ TEST_F(NetworkFaults, PacketLossKeepsTheDecisions) {
     for (int r = 0; r < kWorkers; ++r) dropped += dropped_packets(hosts.ns(r));
     EXPECT_GT(dropped, 0) << "the loss rules dropped nothing: the test tested nothing";
     expect_same_decisions(ref);
+    // The figures docs/reliability.md quotes.
+    std::cout << pct << " % loss: " << dropped << " packets dropped, slowest rank "
+              << *std::max_element(res.end_s.begin(), res.end_s.end()) << " s\n";
   }
 }
 
@@ -154,6 +159,8 @@ TEST_F(NetworkFaults, DelaySpikesKeepTheDecisions) {
   ASSERT_TRUE(res.ok) << "rank " << res.failed_rank << ": " << res.why << "\n" << res.stderr_tail;
   EXPECT_GT(dropped, 0) << "no packet met a blackout: the run ended before the spikes";
   expect_same_decisions(ref);
+  std::cout << "8 blackouts of 200 ms: " << dropped << " packets dropped, slowest rank "
+            << *std::max_element(res.end_s.begin(), res.end_s.end()) << " s\n";
 }
 
 TEST_F(NetworkFaults, CutLinkEndsEveryRankNamingTheUnreachableOne) {
@@ -174,6 +181,7 @@ TEST_F(NetworkFaults, CutLinkEndsEveryRankNamingTheUnreachableOne) {
            std::to_string(res.end_s[r]) + " s: " + log(r);
   EXPECT_LE(after_cut, kTimeout + 5)
       << "not every rank ended within --timeout + 5 s of the cut" << how;
+  std::cout << "cut host 2: every rank ended " << after_cut << " s after the cut;" << how << "\n";
   for (int r = 0; r < kWorkers; ++r) {
     EXPECT_NE(res.ends[r], "exit 0") << "rank " << r;
     EXPECT_NE(res.ends[r], "killed by the launcher") << "rank " << r << " hung";

@@ -98,7 +98,8 @@ void add_simulate_command(CLI::App& app, Action& action) {
       // a long run's memory stays flat (the summary and the decisions digest need no more).
       cfg.keep_steps = !a.decisions.empty() || !a.stats.empty();
       for (const auto& s : a.scale_steps)
-        cfg.synthetic.scale_steps.push_back(sim::parse_scale_step(s));
+        cfg.synthetic.scale_steps.push_back(
+            parsed("--scale-step", [&] { return sim::parse_scale_step(s); }));
       if (a.engine.backend != "local") return simulate_on_engine(cfg, a.engine, std::cout);
       return sim::simulate(cfg, sparsifiers::builtin_registry(), std::cout);
     };

@@ -8,16 +8,6 @@ namespace exdyna::apps {
 
 namespace {
 
-// parse(text), its refusal prefixed with the option's name.
-template <typename F>
-auto parsed(const char* option, F&& parse) {
-  try {
-    return parse();
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(detail::concat(option, ": ", e.what()));
-  }
-}
-
 void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
   auto& ex = s.config.exdyna;
   sub->add_option("--blocks", ex.n_blocks, "ExDyna: number of blocks n_b")

@@ -34,11 +34,11 @@ Balance parse_balance(std::string_view s) {
 }
 
 void ExDynaOptions::validate(int world_size) const {
-  EXDYNA_CHECK_ARG(n_blocks >= world_size, "n_b (blocks) ", n_blocks,
+  EXDYNA_CHECK_ARG(n_blocks >= world_size, "--blocks (n_b) ", n_blocks,
                    " is smaller than the number of workers ", world_size,
-                   "; expected n_b >= workers");
+                   " (--workers); expected --blocks >= workers");
   EXDYNA_CHECK_ARG(blk_move >= 1, "blk_move ", blk_move, " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(min_blk < 0 || (std::isfinite(min_blk) && min_blk >= 1), "min_blk ", min_blk,
+  EXDYNA_CHECK_ARG(min_blk < 0 || (std::isfinite(min_blk) && min_blk >= 1), "--min-blk ", min_blk,
                    " is not valid; expected >= 1 (or < 0 for the default n_b / (4 n))");
   EXDYNA_CHECK_ARG(std::isfinite(alpha) && alpha > 1, "alpha ", alpha,
                    " is not valid; expected > 1");
@@ -47,7 +47,7 @@ void ExDynaOptions::validate(int world_size) const {
                    " is not valid; expected a value in (0, 1)");
   EXDYNA_CHECK_ARG(
       initial_threshold < 0 || (std::isfinite(initial_threshold) && initial_threshold > 0),
-      "initial threshold ", initial_threshold,
+      "--initial-threshold ", initial_threshold,
       " is not valid; expected a finite value > 0 (or < 0 for the default 1 / (2 sqrt(k)))");
   EXDYNA_CHECK_ARG(ladder_rungs >= 3 && ladder_rungs <= 257, "ladder rungs ", ladder_rungs,
                    " is not valid; expected 3..257");
@@ -55,10 +55,11 @@ void ExDynaOptions::validate(int world_size) const {
                    " is not valid; expected > 1");
   EXDYNA_CHECK_ARG(
       worker_cap == 0 || worker_cap == kAutoCap || (std::isfinite(worker_cap) && worker_cap >= 1),
-      "worker cap ", worker_cap, " is not valid; expected 0 (none), auto (", kAutoCap, ") or >= 1");
-  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "worker cap ",
+      "--worker-cap ", worker_cap, " is not valid; expected 0 (none), auto (", kAutoCap,
+      ") or >= 1");
+  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "--worker-cap ",
                    worker_cap_text(worker_cap),
-                   " needs the exact controller (it cuts each worker's count from the gathered "
+                   " needs --controller exact (it cuts each worker's count from the gathered "
                    "ladders); the controller is '",
                    to_string(controller), "'");
 }

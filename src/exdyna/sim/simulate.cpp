@@ -52,6 +52,7 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   WorkerResult res;
   res.series = StepSeries(comm.size());
   const auto T = *cfg.iterations;
+  res.series.reserve(T);
   if (cfg.keep_steps) res.steps.reserve(static_cast<std::size_t>(T));
   RankResources mine;
   mine.warm_iteration = std::min<std::int64_t>(1000, T / 2);

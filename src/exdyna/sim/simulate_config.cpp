@@ -42,11 +42,11 @@ std::string source_name(const SimulateConfig& cfg) {
 void SimulateConfig::validate() const {
   EXDYNA_CHECK_ARG(!sparsifier.empty(),
                    "sparsifier name is empty; expected one of the registered names");
-  EXDYNA_CHECK_ARG(!workers || (*workers >= 1 && *workers <= 4096), "workers ", workers.value_or(0),
-                   " is not valid; expected 1..4096");
-  EXDYNA_CHECK_ARG(!iterations || *iterations >= 1, "iterations ", iterations.value_or(0),
+  EXDYNA_CHECK_ARG(!workers || (*workers >= 1 && *workers <= 4096), "--workers ",
+                   workers.value_or(0), " is not valid; expected 1..4096");
+  EXDYNA_CHECK_ARG(!iterations || *iterations >= 1, "--iterations ", iterations.value_or(0),
                    " is not valid; expected >= 1");
-  EXDYNA_CHECK_ARG(std::isfinite(timeout_s) && timeout_s > 0, "timeout ", timeout_s,
+  EXDYNA_CHECK_ARG(std::isfinite(timeout_s) && timeout_s > 0, "--timeout ", timeout_s,
                    " s is not valid; expected a finite number of seconds > 0");
   if (!trace_dir.empty()) {
     EXDYNA_CHECK_ARG(!n_grad, "--n-grad ", n_grad.value_or(0), " and --trace '", trace_dir.string(),

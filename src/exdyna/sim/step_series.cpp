@@ -12,6 +12,13 @@ StepSeries::StepSeries(int workers) : workers_(workers) {
   digest_ = core::fnv1a(header.data(), header.size());
 }
 
+void StepSeries::reserve(std::int64_t iterations) {
+  const auto n = static_cast<std::size_t>(iterations > 0 ? iterations : 0);
+  density_.reserve(n);
+  f_t_.reserve(n);
+  global_error_.reserve(n);
+}
+
 void StepSeries::add(const sparsifiers::StepStats& st) {
   if (density_.empty()) {
     target_density_ = st.target_density;

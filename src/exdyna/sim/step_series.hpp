@@ -19,6 +19,9 @@ namespace exdyna::sim {
 class StepSeries {
  public:
   explicit StepSeries(int workers = 0);
+  // Room for `iterations` steps up front: a growing vector would hold up to twice what it uses,
+  // and the untouched reserve costs no resident memory until the steps fill it.
+  void reserve(std::int64_t iterations);
   void add(const sparsifiers::StepStats& st);
 
   std::int64_t size() const { return static_cast<std::int64_t>(density_.size()); }

@@ -12,21 +12,24 @@ std::int64_t SparsifierConfig::k() const {
 }
 
 void SparsifierConfig::validate() const {
-  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "density ", density,
+  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "--density ", density,
                    " is not valid; expected a value in (0, 1]");
-  EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected a gradient length > 0");
-  EXDYNA_CHECK_ARG(static_cast<std::uint64_t>(n_g) < (std::uint64_t{1} << 32), "n_g ", n_g,
+  EXDYNA_CHECK_ARG(n_g > 0, "n_g (--n-grad) ", n_g,
+                   " is not valid; expected a gradient length > 0");
+  EXDYNA_CHECK_ARG(static_cast<std::uint64_t>(n_g) < (std::uint64_t{1} << 32), "n_g (--n-grad) ",
+                   n_g,
                    " is not supported; indices travel as 32-bit integers, expected n_g < 2^32");
   EXDYNA_CHECK_ARG(world_size >= 1, "world size ", world_size, " is not valid; expected >= 1");
   EXDYNA_CHECK_ARG(rank >= 0 && rank < world_size, "rank ", rank, " outside [0, ", world_size, ")");
-  EXDYNA_CHECK_ARG(n_g >= world_size, "n_g ", n_g, " is smaller than the number of workers ",
-                   world_size, "; expected n_g >= workers");
-  EXDYNA_CHECK_ARG(k() >= 1, "density ", density, " selects floor(d * n_g) = ", k(),
+  EXDYNA_CHECK_ARG(n_g >= world_size, "n_g (--n-grad) ", n_g,
+                   " is smaller than the number of workers ", world_size,
+                   " (--workers); expected n_g >= workers");
+  EXDYNA_CHECK_ARG(k() >= 1, "--density ", density, " selects floor(d * n_g) = ", k(),
                    " of n_g = ", n_g, " gradients; expected d * n_g >= 1");
-  EXDYNA_CHECK_ARG(hard_threshold < 0 || std::isfinite(hard_threshold), "hard threshold ",
+  EXDYNA_CHECK_ARG(hard_threshold < 0 || std::isfinite(hard_threshold), "--hard-threshold ",
                    hard_threshold,
                    " is not valid; expected a finite value >= 0 (or < 0 for the default)");
-  EXDYNA_CHECK_ARG(sidco.stages >= 1 && sidco.stages <= 10, "sidco stages ", sidco.stages,
+  EXDYNA_CHECK_ARG(sidco.stages >= 1 && sidco.stages <= 10, "--sidco-stages ", sidco.stages,
                    " is not valid; expected 1..10");
   exdyna.validate(world_size);
 }
