@@ -246,8 +246,9 @@ void add_compare_command(CLI::App& app, Action& action) {
       "train them briefly, and write a report");
   sub->add_option(
          "--sparsifiers", a.sparsifiers,
-         "labels: dense, topk, cltk, hard-threshold, sidco, exdyna-paper, exdyna-exact "
-         "(exact controller, balance and worker cap auto), exdyna, exdyna-exact-paper-balance")
+         "labels: exdyna-paper, exdyna-exact (exact controller, balance and worker cap auto), "
+         "exdyna-exact-paper-balance, or any sparsifier: " +
+             sparsifiers::builtin_registry().names_text())
       ->delimiter(',')
       ->capture_default_str();
   auto* o_w = sub->add_option("--workers", a.workers, "hosts (ranks) per setting")

@@ -124,6 +124,34 @@ double sum_abs(std::span<const float> x) {
   return total;
 }
 
+Moments moments(std::span<const float> x) {
+  // The same chunking as sum_abs: float lanes within a chunk, chunk sums in double.
+  const float* p = x.data();
+  const std::size_t n = x.size();
+  Moments m;
+  for (std::size_t base = 0; base < n; base += kChunk) {
+    const std::size_t end = std::min(n, base + kChunk);
+    std::size_t i = base;
+    float s = 0, q = 0;
+#if defined(__SSE2__)
+    __m128 s0 = _mm_setzero_ps(), s1 = s0, q0 = s0, q1 = s0;
+    for (; i + 8 <= end; i += 8) {
+      const __m128 a = _mm_loadu_ps(p + i), b = _mm_loadu_ps(p + i + 4);
+      s0 = _mm_add_ps(s0, a);
+      s1 = _mm_add_ps(s1, b);
+      q0 = _mm_add_ps(q0, _mm_mul_ps(a, a));
+      q1 = _mm_add_ps(q1, _mm_mul_ps(b, b));
+    }
+    s = hsum(_mm_add_ps(s0, s1));
+    q = hsum(_mm_add_ps(q0, q1));
+#endif
+    for (; i < end; ++i) s += p[i], q += p[i] * p[i];
+    m.sum += s;
+    m.sum_sq += q;
+  }
+  return m;
+}
+
 Exceedance exceedances(std::span<const float> x, float thr) {
   // Float lanes per chunk (exact for the counts: a lane sees at most kChunk / 4 elements), chunk
   // sums in double. SSE2 compare-and-mask keeps the pass branch-free.

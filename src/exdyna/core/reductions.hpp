@@ -20,6 +20,13 @@ AccumulateResult accumulate(std::span<float> residual, std::span<const float> gr
 // Sum of |x| in double; a single read pass.
 double sum_abs(std::span<const float> x);
 
+// Sum and sum of squares of x in double; a single read pass (a Gaussian fit's mean and spread).
+struct Moments {
+  double sum = 0;
+  double sum_sq = 0;
+};
+Moments moments(std::span<const float> x);
+
 // Over the elements with |x| >= thr: the sum of |x| - thr (in double) and their number. One pass.
 struct Exceedance {
   double sum = 0;

@@ -2,6 +2,7 @@
 #include "exdyna/sparsifiers/cltk.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/gaussiank.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
@@ -20,6 +21,9 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<HardThreshold>(c); });
   r.add("sidco", "SIDCo: multi-stage exponential fit of the threshold over the whole gradient",
         [](const SparsifierConfig& c) { return std::make_unique<Sidco>(c); });
+  r.add("gaussiank",
+        "Gaussian-k: threshold from a Gaussian fit of the whole gradient, corrected by counting",
+        [](const SparsifierConfig& c) { return std::make_unique<GaussianK>(c); });
   r.add("exdyna",
         "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });

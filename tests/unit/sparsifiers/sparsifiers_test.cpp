@@ -410,7 +410,7 @@ TEST(State, TruncatedStateIsRefused) {
     st.pop_back();
     EXPECT_THROW(sp->load_state(st), InvalidArgument) << name;
   }
-  for (const std::string name : {"hard-threshold", "sidco"}) {
+  for (const std::string name : {"hard-threshold", "sidco", "gaussiank"}) {
     auto sp = builtin_registry().make(name, make_config(97, 1, 0, 0.1));
     std::vector<std::byte> junk(3);
     EXPECT_THROW(sp->load_state(junk), InvalidArgument) << name;
