@@ -26,7 +26,7 @@ def one_rank(tmp_path):
     (dict(density=0.01, gamma="x"), "option gamma='x'"),
     (dict(density=0.01, gamma=2.0), "gamma 2"),
     (dict(density=0.01, blocks=1.5), "option blocks=1.5"),
-    (dict(density=0.01, controller="paper", worker_cap="auto"), "needs the exact controller"),
+    (dict(density=0.01, controller="paper", worker_cap="auto"), "needs --controller exact"),
 ])
 def test_bad_options_raise_value_error(one_rank, kwargs, match):
     with pytest.raises(ValueError, match=match):
