@@ -493,12 +493,12 @@ Variant variant_for(const std::string& label) {
   if (label == "exdyna-exact-paper-balance")
     return {
         label, "exdyna", {"--controller", "exact", "--balance", "paper", "--worker-cap", "auto"}};
-  for (const char* s : {"dense", "topk", "cltk", "hard-threshold", "sidco", "exdyna"})
+  for (const char* s : {"dense", "topk", "cltk", "hard-threshold", "sidco", "randomk", "exdyna"})
     if (label == s) return {label, label, {}};
   throw InvalidArgument(detail::concat(
       "--sparsifiers: '", label,
-      "' is not a known sparsifier; expected dense, topk, cltk, hard-threshold, sidco, exdyna, "
-      "exdyna-paper, exdyna-exact or exdyna-exact-paper-balance"));
+      "' is not a known sparsifier; expected dense, topk, cltk, hard-threshold, sidco, randomk, "
+      "exdyna, exdyna-paper, exdyna-exact or exdyna-exact-paper-balance"));
 }
 
 std::string CellSpec::name() const {

@@ -3,6 +3,7 @@
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/exdyna.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
+#include "exdyna/sparsifiers/randomk.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
 #include "exdyna/sparsifiers/topk.hpp"
@@ -20,6 +21,8 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<HardThreshold>(c); });
   r.add("sidco", "SIDCo: multi-stage exponential fit of the threshold over the whole gradient",
         [](const SparsifierConfig& c) { return std::make_unique<Sidco>(c); });
+  r.add("randomk", "Random-k: the same k uniformly drawn indices on every rank (seed + iteration)",
+        [](const SparsifierConfig& c) { return std::make_unique<RandomK>(c); });
   r.add("exdyna",
         "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });
