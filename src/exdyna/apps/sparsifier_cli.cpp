@@ -52,6 +52,7 @@ constexpr Tuning kTuning[] = {
     {"--worker-cap", "exdyna"},
     {"--hard-threshold", "hard-threshold"},
     {"--sidco-stages", "sidco"},
+    {"--randomk-seed", "randomk"},
 };
 
 }  // namespace
@@ -77,6 +78,9 @@ void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
   sub->add_option("--sidco-stages", s.config.sidco.stages,
                   "SIDCo: stages of the multi-stage exponential fit (1..10)")
       ->check(int_between(1, 10))
+      ->capture_default_str();
+  sub->add_option("--randomk-seed", s.config.randomk.seed,
+                  "Random-k: seed of the indices every rank draws (with the iteration)")
       ->capture_default_str();
 }
 

@@ -40,7 +40,7 @@ bool is_exdyna(std::string_view s) {
   return s == "exdyna";
 }
 bool is_topk_like(std::string_view s) {
-  return s != "dense" && s != "cltk" && !is_exdyna(s);
+  return s != "dense" && s != "cltk" && s != "randomk" && !is_exdyna(s);
 }
 
 double log_distance(double a, double b) {
@@ -388,6 +388,9 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
     p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * n_g, latency);
   } else if (sp == "cltk") {
     p.broadcast_ms = 1e3 * collective_s("broadcast", workers, bandwidth_bps, 4 * k, latency);
+    p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
+  } else if (sp == "randomk") {
+    // Every rank draws the same k indices: only the k values travel.
     p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
   } else {
     const auto& near = shape(label, workers, density);

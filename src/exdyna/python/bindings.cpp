@@ -125,6 +125,13 @@ const std::map<std::string, Setter>& setters() {
        [](Options& o, auto& n, py::handle v) {
          o.config.sidco.stages = static_cast<int>(integer(n, v));
        }},
+      {"randomk_seed",
+       [](Options& o, auto& n, py::handle v) {
+         const auto s = integer(n, v);
+         EXDYNA_CHECK_ARG(s >= 0, "option ", n, "=", shown(v),
+                          " is not valid; expected an integer >= 0");
+         o.config.randomk.seed = static_cast<std::uint64_t>(s);
+       }},
       {"measure_global_error",
        [](Options& o, const std::string& n, py::handle v) {
          EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", n, "=", shown(v),

@@ -4,6 +4,7 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 #include "exdyna/sparsifiers/gaussiank.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
+#include "exdyna/sparsifiers/randomk.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
 #include "exdyna/sparsifiers/topk.hpp"
@@ -24,6 +25,8 @@ void register_builtin_sparsifiers(Registry& r) {
   r.add("gaussiank",
         "Gaussian-k: threshold from a Gaussian fit of the whole gradient, corrected by counting",
         [](const SparsifierConfig& c) { return std::make_unique<GaussianK>(c); });
+  r.add("randomk", "Random-k: the same k uniformly drawn indices on every rank (seed + iteration)",
+        [](const SparsifierConfig& c) { return std::make_unique<RandomK>(c); });
   r.add("exdyna",
         "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });

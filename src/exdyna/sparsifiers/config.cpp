@@ -39,7 +39,8 @@ std::string SparsifierConfig::fingerprint() const {
   os.precision(17);
   os << "density=" << density << ";n_g=" << n_g << ";world_size=" << world_size
      << ";gather=" << comm::to_string(gather_mode) << ";hard_threshold=" << hard_threshold
-     << ";sidco.stages=" << sidco.stages << ";" << exdyna.fingerprint();
+     << ";sidco.stages=" << sidco.stages << ";randomk.seed=" << randomk.seed << ";"
+     << exdyna.fingerprint();
   return os.str();
 }
 

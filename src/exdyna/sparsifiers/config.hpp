@@ -13,6 +13,11 @@ struct SidcoOptions {
   int stages = 3;  // number of fitting stages of the multi-stage estimate
 };
 
+struct RandomKOptions {
+  // Random-k draws iteration t's indices from (seed, t) alone, identically on every rank.
+  std::uint64_t seed = 0;
+};
+
 struct SparsifierConfig {
   double density = 0.01;  // d in (0, 1]
   std::int64_t n_g = 0;   // gradient length
@@ -22,6 +27,7 @@ struct SparsifierConfig {
   core::ExDynaOptions exdyna;
   double hard_threshold = -1;  // < 0: 1 / (2 sqrt(k))
   SidcoOptions sidco;
+  RandomKOptions randomk;
 
   // k = floor(d * n_g).
   std::int64_t k() const;

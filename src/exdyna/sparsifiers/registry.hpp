@@ -35,7 +35,7 @@ class Registry {
   std::map<std::string, Entry> entries_;
 };
 
-// exdyna, topk, cltk, hard-threshold, sidco, dense.
+// exdyna, topk, cltk, hard-threshold, sidco, randomk, dense.
 void register_builtin_sparsifiers(Registry& r);
 // A registry with the built-ins.
 Registry builtin_registry();

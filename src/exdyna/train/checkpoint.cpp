@@ -8,13 +8,70 @@
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/hash.hpp"
+#include "exdyna/core/sha256.hpp"
 #include "exdyna/train/metrics.hpp"
 
 namespace exdyna::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'E', 'X', 'D', 'Y', 'C', 'K', 'P', '1'};
+// File layout, format version 2 (all integers little-endian, as the ByteWriter writes them):
+//   header  (32 bytes): magic "EXDYCKPT", u32 version = 2, u32 0, u64 file size,
+//                       u64 FNV-1a of the 24 bytes before it
+//   payload (the CheckpointState fields, ByteWriter)
+//   trailer (32 bytes): SHA-256 of everything before it
+// The header has its own checksum so that a flipped bit in the size reads as corruption, not as
+// truncation; the trailer covers every byte of header and payload, so one flipped bit anywhere
+// is refused. Version 1 files (magic "EXDYCKP1", an FNV-1a of the payload only) are refused with
+// a message naming the format version: a checkpoint only resumes the build that wrote it.
+constexpr char kMagic[8] = {'E', 'X', 'D', 'Y', 'C', 'K', 'P', 'T'};
+constexpr char kMagicV1[8] = {'E', 'X', 'D', 'Y', 'C', 'K', 'P', '1'};
+constexpr std::uint32_t kVersion = 2;
+constexpr std::size_t kHeader = 32, kTrailer = 32;
+
+template <typename T>
+T read_at(const std::string& all, std::size_t pos) {
+  T v;
+  std::memcpy(&v, all.data() + pos, sizeof v);
+  return v;
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& reason) {
+  throw DataError("checkpoint " + path + ": " + reason);
+}
+
+// Checks everything but the payload's fields; returns the payload.
+std::string_view checked_payload(const std::string& path, const std::string& all) {
+  const std::size_t n = all.size();
+  if (n >= 8 && std::memcmp(all.data(), kMagicV1, 8) == 0)
+    refuse(path, detail::concat("format version 1 (an older exdyna); this build reads format "
+                                "version ",
+                                kVersion,
+                                " only: resume with the build that wrote "
+                                "it, or start afresh"));
+  if (std::memcmp(all.data(), kMagic, std::min<std::size_t>(n, 8)) != 0)
+    refuse(path, "not an exdyna checkpoint (bad magic)");
+  if (n < kHeader)
+    refuse(path, detail::concat("truncated: ", n, " of at least ", kHeader + kTrailer,
+                                " bytes (the header is incomplete)"));
+  if (core::fnv1a(all.data(), 24) != read_at<std::uint64_t>(all, 24))
+    refuse(path, "checksum mismatch in the header (corrupt)");
+  const auto version = read_at<std::uint32_t>(all, 8);
+  if (version != kVersion)
+    refuse(path, detail::concat("format version ", version, "; this build reads format version ",
+                                kVersion));
+  const auto size = read_at<std::uint64_t>(all, 16);
+  if (size < kHeader + kTrailer)
+    refuse(path, detail::concat("header gives an impossible file size of ", size, " bytes"));
+  if (n < size) refuse(path, detail::concat("truncated: ", n, " of ", size, " bytes"));
+  if (n > size)
+    refuse(path,
+           detail::concat(n, " bytes where the header says ", size, " (trailing data; corrupt)"));
+  const auto digest = core::sha256(std::string_view(all).substr(0, n - kTrailer));
+  if (std::memcmp(digest.data(), all.data() + n - kTrailer, kTrailer) != 0)
+    refuse(path, "checksum mismatch (SHA-256 of the file; corrupt)");
+  return std::string_view(all).substr(kHeader, n - kHeader - kTrailer);
+}
 
 }  // namespace
 
@@ -32,33 +89,28 @@ void save_checkpoint_file(const std::string& path, const CheckpointState& s) {
   w.put_list(std::span<const float>(s.buffers));
   w.put_list(std::span<const std::byte>(s.sparsifier_state));
   const auto& payload = w.bytes();
+  const std::uint64_t size = kHeader + payload.size() + kTrailer;
   std::string out(kMagic, sizeof kMagic);
-  const std::uint64_t h = core::fnv1a(payload);
-  const std::uint64_t len = payload.size();
-  out.append(reinterpret_cast<const char*>(&len), 8);
-  out.append(reinterpret_cast<const char*>(&h), 8);
+  const std::uint32_t version = kVersion, zero = 0;
+  out.append(reinterpret_cast<const char*>(&version), 4);
+  out.append(reinterpret_cast<const char*>(&zero), 4);
+  out.append(reinterpret_cast<const char*>(&size), 8);
+  const std::uint64_t header_hash = core::fnv1a(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&header_hash), 8);
   out.append(reinterpret_cast<const char*>(payload.data()), payload.size());
+  const auto digest = core::sha256(out);
+  out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   atomic_write(path, out);
 }
 
 CheckpointState load_checkpoint_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("checkpoint file " + path + " cannot be opened (missing?)");
+  if (!in) refuse(path, "cannot be opened (missing?)");
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string all = ss.str();
-  if (all.size() < 24 || std::memcmp(all.data(), kMagic, 8) != 0)
-    throw DataError("checkpoint file " + path +
-                    " is not an exdyna checkpoint (bad magic or too short)");
-  std::uint64_t len, h;
-  std::memcpy(&len, all.data() + 8, 8);
-  std::memcpy(&h, all.data() + 16, 8);
-  if (all.size() - 24 != len)
-    throw DataError(detail::concat("checkpoint file ", path, " is truncated: ", all.size() - 24,
-                                   " payload bytes, expected ", len));
-  const std::string payload = all.substr(24);
-  if (core::fnv1a(payload.data(), payload.size()) != h)
-    throw DataError("checkpoint file " + path + " fails its checksum (corrupt)");
+  const auto payload = checked_payload(path, all);
+  // The checksum held, so a reader error here is a bug of the writer, not corruption.
   core::ByteReader r(std::as_bytes(std::span(payload)), "checkpoint " + path);
   CheckpointState s;
   s.fingerprint = r.get_string();
@@ -72,9 +124,9 @@ CheckpointState load_checkpoint_file(const std::string& path) {
   s.residual = r.get_list<float>();
   s.buffers = r.get_list<float>();
   s.sparsifier_state = r.get_list<std::byte>();
+  r.expect_end();
   return s;
 }
-
 std::string checkpoint_step_dir(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / ("step-" + std::to_string(step))).string();
 }

@@ -27,7 +27,9 @@ struct CheckpointState {
 
 // Writes path atomically (core::write_file_atomic: temporary, fsync, rename).
 void save_checkpoint_file(const std::string& path, const CheckpointState& s);
-// Throws DataError naming the file when it is missing, truncated or fails its checksum.
+// Throws DataError "checkpoint PATH: REASON" when the file is missing, truncated, of another
+// format version, or fails its checksums (a header checksum and a SHA-256 of the whole file: one
+// flipped bit anywhere is refused). Format in checkpoint.cpp.
 CheckpointState load_checkpoint_file(const std::string& path);
 
 std::string checkpoint_step_dir(const std::string& dir, std::int64_t step);

@@ -36,9 +36,12 @@ struct ResumePoint {
   double elapsed_s = 0;  // training wall time before the checkpoint
 };
 
-// Loads this rank's file of the checkpoint that `resume` names (checkpoint.hpp: resolve_resume)
-// into w. Throws InvalidArgument when it was written by another number of workers or for another
-// configuration (naming the first differing field), DataError when its vectors do not fit.
+// Collective. Loads this rank's file of the checkpoint that `resume` names (checkpoint.hpp:
+// resolve_resume) into w. Throws "checkpoint FILE: REASON" on every rank when any rank refuses
+// its file: InvalidArgument when it was written by another number of ranks or for another
+// configuration (naming the first differing field: sparsifier, its options, model, n_g...),
+// DataError when it is truncated, corrupt, of another format version or its vectors do not fit.
+// Never writes: a refused resume leaves the checkpoint as it was.
 ResumePoint restore_worker_checkpoint(const std::string& resume, const std::string& fingerprint,
                                       const WorkerState& w, comm::Communicator& comm);
 

@@ -137,7 +137,8 @@ TEST(Simulate, StatsCsvHasAColumnForEveryField) {
 }
 
 TEST(Simulate, RunsAreDeterministicAndEveryRankRecordsTheSameDecisions) {
-  for (const std::string sp : {"exdyna", "topk", "cltk", "hard-threshold", "sidco", "dense"}) {
+  for (const std::string sp :
+       {"exdyna", "topk", "cltk", "hard-threshold", "sidco", "randomk", "dense"}) {
     auto cfg = small_config(sp, 4, 3000, 12);
     auto src = make_source(cfg);
     const auto r = resolve(cfg, *src);
