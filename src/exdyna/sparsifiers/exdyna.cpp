@@ -134,13 +134,21 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   std::int64_t planned = 0;  // exact controller: the plan's total
   // Issue 12: the exact controller is exact from iteration 0 on any stream (core::cold_ladder).
   const bool cold = exact && t == 0;
+  double cpu = core::thread_cpu_seconds();  // the select phases' CPU time (stats.times.select_cpu)
+  const auto select_cpu_lap = [&stats, &cpu] {
+    const double now = core::thread_cpu_seconds();
+    stats.times.select_cpu += now - cpu;
+    cpu = now;
+  };
   if (hist_) {
     // Same pass: the selection (or, for the exact controller, every candidate at or above the
     // ladder's lowest rung) and the ladder's bins.
     if (cold) {
       stats.times.select += sw.lap();
+      select_cpu_lap();
       grid = cold_grid(part, comm);
       stats.times.allgather += sw.lap();
+      cpu = core::thread_cpu_seconds();
     } else {
       grid = hist_->grid(threshold_);
     }
@@ -153,11 +161,13 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
   stats.times.select += sw.lap();
+  select_cpu_lap();
 
   // Alg. 1 line 11: the counts (the ladder's bins ride along).
   const std::size_t per_rank = gather_mine_.size();
   gather_counts(static_cast<std::int64_t>(mine), comm);
   stats.times.allgather += sw.lap();
+  cpu = core::thread_cpu_seconds();
 
   if (exact) {
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
@@ -179,6 +189,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   }
   for (auto& c : counts_) c = std::max<std::int64_t>(c, 1);
   stats.times.select += sw.lap();
+  select_cpu_lap();
 
   // Alg. 1 line 12: the indices.
   comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
