@@ -326,6 +326,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       return run_on_engine(o->engine, [o](comm::Communicator& c) { bench_rank(*o, c); });
     };
   });
+  add_bench_select_command(*bench, action);
 }
 
 }  // namespace exdyna::apps

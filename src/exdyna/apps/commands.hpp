@@ -12,6 +12,8 @@ using Action = std::function<int()>;
 
 void add_simulate_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
+// `exdyna bench select` (cmd_bench_select.cpp), under `bench`.
+void add_bench_select_command(CLI::App& bench, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 #ifdef EXDYNA_HAVE_TORCH
 void add_train_command(CLI::App& app, Action& action);

@@ -7,6 +7,7 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/ladder_cut.hpp"
+#include "exdyna/core/ladder_wire.hpp"
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/threshold.hpp"
@@ -40,6 +41,18 @@ double effective_min_blk(const core::ExDynaOptions& o) {
   return o.balance == core::Balance::kExact && o.min_blk < 0 ? 1.0 : o.min_blk;
 }
 
+// The count all-gather's slot per rank, in int64 words, when a ladder rides with the count
+// (core/ladder_wire.hpp): about 4 % of the index and value bytes (n slots of 8 bytes a word
+// against about 8 k bytes per worker: k / (25 n) words); at least 24 words (192 bytes), which
+// held every encoded ladder whole in the measured runs at d = 0.001 (synthetic 4M and the CNN and
+// LSTM traces, 8 and 16 workers: at most 188 bytes); at most 1 + R, which holds any ladder whole
+// (counts below 2^56), as the R + 1 int64 of the old layout did.
+std::size_t ladder_slot_words(std::int64_t k, int workers, int rungs) {
+  const std::int64_t share = (k + 25 * workers - 1) / (25 * workers);
+  return static_cast<std::size_t>(
+      std::min<std::int64_t>(1 + rungs, std::max<std::int64_t>(24, share)));
+}
+
 constexpr std::uint32_t kStateMagic = 0x31445845;  // "EXD1"
 // Version 3 adds the controller (the exact controller's state is the histogram's); version 2
 // states are still read.
@@ -64,6 +77,9 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
     bins_.resize(static_cast<std::size_t>(hist_->rungs()));
     summed_bins_.resize(bins_.size());
     per_rank += bins_.size();
+    const std::size_t slot = ladder_slot_words(k_, cfg_.world_size, hist_->rungs());
+    wire_mine_.resize(slot);
+    wire_all_.resize(n * slot);
   }
   if (cfg_.exdyna.balance == core::Balance::kExact)
     block_hits_.resize(static_cast<std::size_t>(parts_.layout().n_blocks));
@@ -118,13 +134,21 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   std::int64_t planned = 0;  // exact controller: the plan's total
   // Issue 12: the exact controller is exact from iteration 0 on any stream (core::cold_ladder).
   const bool cold = exact && t == 0;
+  double cpu = core::thread_cpu_seconds();  // the select phases' CPU time (stats.times.select_cpu)
+  const auto select_cpu_lap = [&stats, &cpu] {
+    const double now = core::thread_cpu_seconds();
+    stats.times.select_cpu += now - cpu;
+    cpu = now;
+  };
   if (hist_) {
     // Same pass: the selection (or, for the exact controller, every candidate at or above the
     // ladder's lowest rung) and the ladder's bins.
     if (cold) {
       stats.times.select += sw.lap();
+      select_cpu_lap();
       grid = cold_grid(part, comm);
       stats.times.allgather += sw.lap();
+      cpu = core::thread_cpu_seconds();
     } else {
       grid = hist_->grid(threshold_);
     }
@@ -137,20 +161,13 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
   stats.times.select += sw.lap();
+  select_cpu_lap();
 
-  // Alg. 1 line 11: the counts. The ladder's bins ride along: one all-gather of 1 + R int64 per
-  // rank.
+  // Alg. 1 line 11: the counts (the ladder's bins ride along).
   const std::size_t per_rank = gather_mine_.size();
-  gather_mine_[0] = static_cast<std::int64_t>(mine);
-  std::copy(bins_.begin(), bins_.end(), gather_mine_.begin() + 1);
-  comm.allgather_counts(gather_mine_, gather_all_);
-  if (hist_) {
-    std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
-    for (int i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < summed_bins_.size(); ++j)
-        summed_bins_[j] += gather_all_[i * per_rank + 1 + j];
-  }
+  gather_counts(static_cast<std::int64_t>(mine), comm);
   stats.times.allgather += sw.lap();
+  cpu = core::thread_cpu_seconds();
 
   if (exact) {
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
@@ -172,6 +189,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   }
   for (auto& c : counts_) c = std::max<std::int64_t>(c, 1);
   stats.times.select += sw.lap();
+  select_cpu_lap();
 
   // Alg. 1 line 12: the indices.
   comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
@@ -242,6 +260,30 @@ void ExDyna::balance_exact(std::span<const Index> gathered) {
   for (std::size_t b = 0; b < block_load_.size(); ++b)
     block_load_[b] = keep * block_load_[b] + add * static_cast<double>(block_hits_[b]);
   parts_.balance_exact(block_load_);
+}
+
+void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
+  if (!hist_) {
+    gather_mine_[0] = mine;
+    comm.allgather_counts(gather_mine_, gather_all_);
+    return;
+  }
+  // Count and bins in one fixed slot per rank (core/ladder_wire.hpp), decoded into gather_all_'s
+  // layout (count, then R bins, per rank). A ladder too long for its slot loses its lowest rungs,
+  // and this rank then reads its own ladder as the others do, so every rank plans alike.
+  const std::size_t per_rank = gather_mine_.size(), slot = wire_mine_.size();
+  slot_lowest_rung_ = core::encode_ladder(mine, bins_, wire_mine_);
+  comm.allgather_counts(wire_mine_, wire_all_);
+  const auto all = std::span<std::int64_t>(gather_all_);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(cfg_.world_size); ++i)
+    core::decode_ladder(std::span<const std::int64_t>(wire_all_).subspan(i * slot, slot),
+                        all[i * per_rank], all.subspan(i * per_rank + 1, bins_.size()));
+  const auto own = all.subspan(static_cast<std::size_t>(cfg_.rank) * per_rank + 1, bins_.size());
+  std::copy(own.begin(), own.end(), bins_.begin());
+  std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(cfg_.world_size); ++i)
+    for (std::size_t j = 0; j < summed_bins_.size(); ++j)
+      summed_bins_[j] += all[i * per_rank + 1 + j];
 }
 
 core::LadderGrid ExDyna::cold_grid(std::span<const float> part, comm::Communicator& comm) {

@@ -54,6 +54,9 @@ class ExDyna final : public Sparsifier {
   // (empty in paper mode or before the first step).
   const core::HistogramController* histogram() const { return hist_ ? &*hist_ : nullptr; }
   std::span<const double> block_load() const { return block_load_; }
+  // Ladder controllers: the lowest rung of this worker's ladder that its last count slot held
+  // (core/ladder_wire.hpp; 0: the whole ladder, also before the first step and in paper mode).
+  int slot_lowest_rung() const { return slot_lowest_rung_; }
 
   // Exact balance smooths each block's share of the selections over iterations:
   // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
@@ -67,6 +70,9 @@ class ExDyna final : public Sparsifier {
   // After the cold iteration under a worker cap: the next ladders' reach below the threshold
   // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
   void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
+  // Alg. 1 line 11: all-gathers this worker's count (and ladder) into gather_all_ (per rank: the
+  // count, then the R bins) and sums the ladders into summed_bins_.
+  void gather_counts(std::int64_t mine, comm::Communicator& comm);
   // --balance exact: the smoothed per-block load from this step's gathered indices, then the
   // partition boundaries that equalise it.
   void balance_exact(std::span<const Index> gathered);
@@ -88,8 +94,11 @@ class ExDyna final : public Sparsifier {
   // This worker's selection (or candidates), and the candidates' |acc| (exact controller and
   // ladders): room for a partition of all n_g elements, untouched until written.
   core::ScratchBuffer<Index> idx_;
-  std::vector<std::int64_t> gather_mine_;
-  std::vector<std::int64_t> gather_all_;
+  std::vector<std::int64_t> gather_mine_;  // count and bins of this worker (1 + R, or 1)
+  std::vector<std::int64_t> gather_all_;   // the same, of every worker, as decoded
+  std::vector<std::int64_t> wire_mine_;    // with a ladder: the slot sent (core/ladder_wire.hpp)
+  std::vector<std::int64_t> wire_all_;     // and every rank's slot, gathered
+  int slot_lowest_rung_ = 0;
   std::vector<std::int64_t> counts_;
   std::vector<std::int64_t> bins_;         // this worker's ladder bins
   std::vector<std::int64_t> summed_bins_;  // over all workers

@@ -19,6 +19,9 @@ struct PhaseTimes {
   double update = 0;      // scatter of the averaged update, residual zeroing
   double other = 0;       // partition allocation, threshold scaling, bookkeeping
   double cpu = 0;  // CPU time of the stepping thread over the whole step (set by the sim driver)
+  // CPU time of the stepping thread in `select` (ExDyna sets it; 0 for the others): a worker's
+  // own selection work, which ranks sharing fewer cores than they are do not inflate.
+  double select_cpu = 0;
   double non_comm() const { return accumulate + select + update + other; }
 };
 

@@ -469,3 +469,43 @@ TEST(ExactController, ExactFromIterationZeroOnValuesFarBelowTheFirstThreshold) {
     });
   }
 }
+
+// Issue 12: the ladders ride in a fixed slot of the count all-gather (core/ladder_wire.hpp), and a
+// ladder too long for it loses its lowest rungs. Values spread evenly in log over the 4 octaves
+// below the maximum fill every rung the wide reach of iteration 1 spans with thousands of values
+// (3 bytes each, more than the slot holds); every rank still computes the same plan from the
+// same decoded slots, and the selection stays exactly k.
+TEST(ExactController, LaddersTooLongForTheirSlotKeepThePlanIdenticalOnEveryRank) {
+  const int n = 4;
+  const std::int64_t n_g = 1 << 21;
+  std::mutex mu;
+  std::vector<std::vector<Index>> selections(n);
+  std::vector<double> thresholds(n);
+  int truncated = 0;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kExact);
+    cfg.density = 0.0001;
+    ExDyna a(cfg);
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    int mine = 0;
+    for (std::int64_t t = 0; t < 4; ++t) {
+      std::mt19937 rng(static_cast<unsigned>(7 * t + 1));  // the same vector on every rank
+      std::uniform_real_distribution<float> u(0.0f, 4.0f);
+      for (auto& v : acc) v = std::exp2(-u(rng));
+      a.step(acc, c, out, s);
+      EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      mine += a.slot_lowest_rung() > 0;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    selections[static_cast<std::size_t>(c.rank())] = out.indices;
+    thresholds[static_cast<std::size_t>(c.rank())] = a.threshold();
+    truncated += mine;
+  });
+  EXPECT_GT(truncated, 0);  // the case under test happened
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(selections[static_cast<std::size_t>(r)], selections[0]);
+    EXPECT_EQ(thresholds[static_cast<std::size_t>(r)], thresholds[0]);
+  }
+}
