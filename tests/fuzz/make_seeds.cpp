@@ -117,17 +117,21 @@ void sparsifier_seeds(const fs::path& out) {
   comm::LocalGroup group(1);
   const auto comm = group.communicator(0);
   fs::create_directories(out);
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    auto sp = registry.make(names[i], fuzz::state_fuzz_config());
-    const auto fresh = sp->save_state();
-    sparsifiers::SparseResult res;
-    sparsifiers::StepStats st;
-    for (int t = 0; t < 3; ++t) sp->step(fuzz::state_fuzz_gradient(t), *comm, res, st);
-    const auto stepped = sp->save_state();
-    for (const auto* state : {&fresh, &stepped}) {
-      std::string bytes(1, static_cast<char>(i));
-      bytes.append(reinterpret_cast<const char*>(state->data()), state->size());
-      put(out / (names[i] + (state == &fresh ? "-fresh" : "-stepped")), bytes);
+  for (int c = 0; c < fuzz::kStateFuzzControllers; ++c) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (c > 0 && names[i] != "exdyna") continue;  // the controller matters to exdyna only
+      auto sp = registry.make(names[i], fuzz::state_fuzz_config(c));
+      const auto fresh = sp->save_state();
+      sparsifiers::SparseResult res;
+      sparsifiers::StepStats st;
+      for (int t = 0; t < 3; ++t) sp->step(fuzz::state_fuzz_gradient(t), *comm, res, st);
+      const auto stepped = sp->save_state();
+      for (const auto* state : {&fresh, &stepped}) {
+        std::string bytes(1, static_cast<char>(i + names.size() * static_cast<std::size_t>(c)));
+        bytes.append(reinterpret_cast<const char*>(state->data()), state->size());
+        put(out / (names[i] + "-c" + std::to_string(c) + (state == &fresh ? "-fresh" : "-stepped")),
+            bytes);
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 // Sparsifier::load_state of every registered sparsifier: the first input byte picks the
-// sparsifier (by index in the registry's sorted names), the rest is the state. A state that
+// sparsifier (by index in the registry's sorted names) and exdyna's controller, the rest is the
+// state. A state that
 // loads must leave a sparsifier that can step and save again: one step on a one-rank group
 // follows every successful load.
 #include <cstddef>
@@ -20,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static comm::LocalGroup group(1);
   static const auto comm = group.communicator(0);
   const auto& name = names[data[0] % names.size()];
-  auto sp = registry.make(name, fuzz::state_fuzz_config());
+  const int controller = data[0] / names.size() % fuzz::kStateFuzzControllers;
+  auto sp = registry.make(name, fuzz::state_fuzz_config(controller));
   const auto state = std::as_bytes(std::span(data + 1, size - 1));
   try {
     sp->load_state(state);

@@ -10,13 +10,18 @@
 
 namespace exdyna::fuzz {
 
-inline sparsifiers::SparsifierConfig state_fuzz_config() {
+// The input's first byte b picks sparsifier b % n_names and, for exdyna, controller
+// (b / n_names) % kStateFuzzControllers (paper, histogram, exact: their states differ).
+inline constexpr int kStateFuzzControllers = 3;
+
+inline sparsifiers::SparsifierConfig state_fuzz_config(int controller) {
   sparsifiers::SparsifierConfig c;
   c.n_g = 257;
   c.world_size = 1;
   c.rank = 0;
   c.density = 0.05;
-  c.exdyna.n_blocks = 8;  // 32 elements a block: exdyna stays quiet about n_g < 32 * n_b
+  c.exdyna.n_blocks = 8;
+  c.exdyna.controller = static_cast<core::Controller>(controller);  // 32 elements a block: exdyna stays quiet about n_g < 32 * n_b
   return c;
 }
 
