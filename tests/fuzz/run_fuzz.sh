@@ -9,7 +9,8 @@ mkdir -p "$work/corpus" "$work/artifacts"
 cp -r "$seeds"/. "$work/corpus/"
 # The targets write each input to a scratch file: keep that in memory where /dev/shm exists.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
-# -timeout: one input taking longer is a hang; -rss_limit_mb also bounds a single allocation
-# (-malloc_limit_mb defaults to it), so a length field asking for gigabytes is a finding.
-exec "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# -timeout: one input taking longer is a hang (30 s, not less: on a loaded machine a 12 s stall
+# inside ASan's madvise was once reported as a hang at 10 s). -rss_limit_mb also bounds a single
+# allocation (-malloc_limit_mb defaults to it), so a length field asking for gigabytes is a finding.
+exec "$fuzzer" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$work/artifacts/" "$work/corpus"
