@@ -127,7 +127,7 @@ void sparsifier_seeds(const fs::path& out) {
       for (int t = 0; t < 3; ++t) sp->step(fuzz::state_fuzz_gradient(t), *comm, res, st);
       const auto stepped = sp->save_state();
       for (const auto* state : {&fresh, &stepped}) {
-        std::string bytes(1, static_cast<char>(i + names.size() * static_cast<std::size_t>(c)));
+        std::string bytes = names[i] + '\0' + static_cast<char>(c);
         bytes.append(reinterpret_cast<const char*>(state->data()), state->size());
         put(out / (names[i] + "-c" + std::to_string(c) + (state == &fresh ? "-fresh" : "-stepped")),
             bytes);

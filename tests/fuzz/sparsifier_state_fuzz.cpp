@@ -1,11 +1,12 @@
-// Sparsifier::load_state of every registered sparsifier: the first input byte picks the
-// sparsifier (by index in the registry's sorted names) and exdyna's controller, the rest is the
-// state. A state that
-// loads must leave a sparsifier that can step and save again: one step on a one-rank group
-// follows every successful load.
+// Sparsifier::load_state of every registered sparsifier (input layout: sparsifier_state_fuzz.hpp).
+// A state that loads must leave a sparsifier that can step and save again: one step on a one-rank
+// group follows every successful load.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "exdyna/comm/local_group.hpp"
@@ -15,15 +16,20 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace exdyna;
-  if (size == 0) return 0;
   static const auto registry = sparsifiers::builtin_registry();
-  static const auto names = registry.names();
   static comm::LocalGroup group(1);
   static const auto comm = group.communicator(0);
-  const auto& name = names[data[0] % names.size()];
-  const int controller = data[0] / names.size() % fuzz::kStateFuzzControllers;
+  const std::string_view in = fuzz::as_text(data, size);
+  const auto cut = in.find('\0');
+  if (cut == std::string_view::npos || cut + 2 > size) return 0;
+  const std::string name(in.substr(0, cut));
+  static const auto names = registry.names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) return 0;
+  const int controller = data[cut + 1] % fuzz::kStateFuzzControllers;
   auto sp = registry.make(name, fuzz::state_fuzz_config(controller));
-  const auto state = std::as_bytes(std::span(data + 1, size - 1));
+  data += cut + 2;
+  size -= cut + 2;
+  const auto state = std::as_bytes(std::span(data, size));
   try {
     sp->load_state(state);
   } catch (const Error&) {

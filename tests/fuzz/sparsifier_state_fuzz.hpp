@@ -10,8 +10,9 @@
 
 namespace exdyna::fuzz {
 
-// The input's first byte b picks sparsifier b % n_names and, for exdyna, controller
-// (b / n_names) % kStateFuzzControllers (paper, histogram, exact: their states differ).
+// The input: the sparsifier's registry name, a NUL byte, a controller byte c (exdyna uses
+// controller c % kStateFuzzControllers: paper, histogram, exact; their states differ), then the
+// state. Names rather than indices, so seeds stay valid when sparsifiers are registered.
 inline constexpr int kStateFuzzControllers = 3;
 
 inline sparsifiers::SparsifierConfig state_fuzz_config(int controller) {
