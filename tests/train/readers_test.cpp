@@ -82,6 +82,19 @@ TEST(IdxReader, TruncatedFileNamesFileAndSizes) {
   fs::remove_all(d);
 }
 
+// Found by tests/fuzz/idx_fuzz: a 14-byte plain file whose header claims 3 x 1864714900 elements
+// made the reader allocate (and zero) 5.6 GB before reading any data. It is refused as truncated
+// after the 2 bytes it holds, with a buffer that grows only with the bytes that arrive.
+TEST(IdxReader, HugeHeaderOnShortFileIsTruncatedNotAllocated) {
+  const auto d = temp_dir("idx-huge");
+  const unsigned char bytes[] = {0, 0, 8, 2, 0, 0, 0, 3, 0x6f, 0x25, 0x4a, 0x94, 0x00, 0xb9};
+  std::ofstream(d / "huge", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  const auto msg = error_of([&] { read_idx((d / "huge").string()); });
+  EXPECT_NE(msg.find("truncated: 2 data bytes, expected 5594144700"), std::string::npos) << msg;
+  fs::remove_all(d);
+}
+
 TEST(IdxReader, CorruptGzipAndBadMagicAreRefused) {
   const auto d = temp_dir("idx-corrupt");
   write_mnist_fixture(d, "train", 40);

@@ -66,7 +66,8 @@ void CltK::load_state(std::span<const std::byte> state) {
   core::ByteReader r(state, "cltk state");
   const auto t = r.get<std::int64_t>();
   r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0, "cltk: saved iteration ", t, " is not valid; expected >= 0");
+  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "cltk: saved iteration ", t,
+                   " is not valid; expected 0..", kMaxStateIteration);
   iteration_ = t;
 }
 

@@ -372,9 +372,10 @@ void ExDyna::load_state(std::span<const std::byte> state) {
                  "exdyna state holds ", load_size,
                  " block loads; expected 0 or n_b = ", parts_.layout().n_blocks);
   r.expect_end();
-  EXDYNA_CHECK_T(DataError, iteration >= 0 && threshold == threshold,
+  EXDYNA_CHECK_T(DataError,
+                 iteration >= 0 && iteration <= kMaxStateIteration && threshold == threshold,
                  "exdyna state holds iteration ", iteration, " and threshold ", threshold,
-                 "; expected iteration >= 0 and a number");
+                 "; expected iteration 0..", kMaxStateIteration, " and a number");
   parts_.set_blocks(blocks);
   iteration_ = iteration;
   threshold_ = threshold;

@@ -27,6 +27,10 @@ struct SparseResult {
   std::vector<float> values;   // values[j] = sum over workers of acc_w[indices[j]]
 };
 
+// The largest iteration counter a saved state may hold: far beyond any run (2^40 steps), and it
+// leaves room for every later ++iteration. A larger one is a corrupt state, refused by load_state.
+inline constexpr std::int64_t kMaxStateIteration = std::int64_t{1} << 40;
+
 // A sparsifier's constructor validates its SparsifierConfig (SparsifierConfig::validate): the
 // one check of the options on the way from a command line or a Python call to a running
 // sparsifier (factory.hpp).

@@ -37,7 +37,8 @@ void TopK::load_state(std::span<const std::byte> state) {
   core::ByteReader r(state, "topk state");
   const auto t = r.get<std::int64_t>();
   r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0, "topk: saved iteration ", t, " is not valid; expected >= 0");
+  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "topk: saved iteration ", t,
+                   " is not valid; expected 0..", kMaxStateIteration);
   iteration_ = t;
 }
 

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -77,12 +78,20 @@ IdxArray read_idx(const std::string& path, int expected_dims) {
   if (total > (std::uint64_t{1} << 34))
     throw DataError(
         detail::concat("IDX file ", path, " claims ", total, " elements; the header is corrupt"));
-  a.data.resize(static_cast<std::size_t>(total));
-  const auto n = read_some(f.get(), path, a.data.data(), a.data.size());
-  if (n < a.data.size())
-    throw DataError(detail::concat("IDX file ", path, " is truncated: ", n,
-                                   " data bytes, expected ", total,
-                                   " from its header; re-download or re-install it"));
+  // The buffer grows with the bytes that actually arrive: a short file whose header claims
+  // gigabytes is refused as truncated without allocating what the header claims.
+  constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
+  std::uint64_t have = 0;
+  while (have < total) {
+    const auto want = std::min(total - have, kChunk);
+    a.data.resize(static_cast<std::size_t>(have + want));
+    const auto n = read_some(f.get(), path, a.data.data() + have, static_cast<std::size_t>(want));
+    have += n;
+    if (n < want)
+      throw DataError(detail::concat("IDX file ", path, " is truncated: ", have,
+                                     " data bytes, expected ", total,
+                                     " from its header; re-download or re-install it"));
+  }
   unsigned char extra;
   if (read_some(f.get(), path, &extra, 1) != 0)
     throw DataError(detail::concat("IDX file ", path, " has bytes after the ", total,
