@@ -94,7 +94,8 @@ void RandomK::load_state(std::span<const std::byte> state) {
   core::ByteReader r(state, "randomk state");
   const auto t = r.get<std::int64_t>();
   r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0, "randomk: saved iteration ", t, " is not valid; expected >= 0");
+  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "randomk: saved iteration ", t,
+                   " is not valid; expected 0..", kMaxStateIteration);
   iteration_ = t;
 }
 

@@ -423,11 +423,12 @@ TEST(State, TruncatedStateIsRefused) {
 // refused; kMaxStateIteration itself loads and steps.
 TEST(State, IterationBeyondAnyRunIsRefused) {
   const std::int64_t n_g = 97;
-  for (const std::string name : {"topk", "cltk", "exdyna"}) {
+  for (const std::string name : {"topk", "cltk", "randomk", "exdyna"}) {
     SCOPED_TRACE(name);
     auto sp = builtin_registry().make(name, make_config(n_g, 1, 0, 0.1));
     auto st = sp->save_state();
-    // topk and cltk save the counter alone; exdyna after magic, version, controller, n_g, n_b.
+    // topk, cltk and randomk save the counter alone; exdyna after magic, version, controller,
+    // n_g, n_b.
     const std::size_t at = name == "exdyna" ? 28 : 0;
     ASSERT_GE(st.size(), at + 8);
     for (const std::int64_t bad :
