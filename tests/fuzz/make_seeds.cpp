@@ -106,7 +106,8 @@ void checkpoint_seeds(const fs::path& out) {
   const auto file = slurp(tmp);
   fs::remove(tmp);
   put(out / "raw-file", std::string(1, '\0') + file);
-  put(out / "payload", std::string(1, '\1') + file.substr(24));
+  // The payload alone: the file less its 32-byte header and 32-byte SHA-256 trailer.
+  put(out / "payload", std::string(1, '\1') + file.substr(32, file.size() - 64));
   put(out / "payload-empty-state",
       std::string(1, '\1') + std::string(8 + 4 + 4 + 24, '\0') + std::string(5 * 8, '\0'));
 }

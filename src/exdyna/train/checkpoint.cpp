@@ -88,7 +88,10 @@ void save_checkpoint_file(const std::string& path, const CheckpointState& s) {
   w.put_list(std::span<const float>(s.residual));
   w.put_list(std::span<const float>(s.buffers));
   w.put_list(std::span<const std::byte>(s.sparsifier_state));
-  const auto& payload = w.bytes();
+  atomic_write(path, framed_checkpoint(w.bytes()));
+}
+
+std::string framed_checkpoint(std::span<const std::byte> payload) {
   const std::uint64_t size = kHeader + payload.size() + kTrailer;
   std::string out(kMagic, sizeof kMagic);
   const std::uint32_t version = kVersion, zero = 0;
@@ -100,7 +103,7 @@ void save_checkpoint_file(const std::string& path, const CheckpointState& s) {
   out.append(reinterpret_cast<const char*>(payload.data()), payload.size());
   const auto digest = core::sha256(out);
   out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
-  atomic_write(path, out);
+  return out;
 }
 
 CheckpointState load_checkpoint_file(const std::string& path) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct CheckpointState {
 
 // Writes path atomically (core::write_file_atomic: temporary, fsync, rename).
 void save_checkpoint_file(const std::string& path, const CheckpointState& s);
+// A checkpoint file's bytes around a payload: header, payload, SHA-256 trailer (what
+// save_checkpoint_file writes; the fuzz target wraps its inputs with it to reach the field parser).
+std::string framed_checkpoint(std::span<const std::byte> payload);
+
 // Throws DataError "checkpoint PATH: REASON" when the file is missing, truncated, of another
 // format version, or fails its checksums (a header checksum and a SHA-256 of the whole file: one
 // flipped bit anywhere is refused). Format in checkpoint.cpp.
