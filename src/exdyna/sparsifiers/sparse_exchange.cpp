@@ -1,6 +1,7 @@
 #include "exdyna/sparsifiers/sparse_exchange.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "exdyna/core/timer.hpp"
 
@@ -80,6 +81,17 @@ std::span<const std::int64_t> riders_of(const ExchangeBuffers& bufs, int r) {
   const std::size_t width = bufs.mine_header.size();
   return std::span<const std::int64_t>(bufs.headers)
       .subspan(static_cast<std::size_t>(r) * width + 1, width - 1);
+}
+
+void exchange_union_with_threshold(std::span<const float> acc, std::span<const Index> mine,
+                                   double threshold, comm::Communicator& comm,
+                                   comm::GatherMode mode, SparseResult& out, StepStats& stats,
+                                   ExchangeBuffers& bufs) {
+  const std::int64_t rider = std::bit_cast<std::int64_t>(threshold);
+  exchange_union(acc, mine, std::span<const std::int64_t>(&rider, 1), comm, mode, out, stats, bufs);
+  double sum = 0;
+  for (int r = 0; r < comm.size(); ++r) sum += std::bit_cast<double>(riders_of(bufs, r)[0]);
+  stats.threshold = sum / comm.size();
 }
 
 }  // namespace exdyna::sparsifiers

@@ -41,6 +41,13 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
 // Rank r's riders from the last exchange_union.
 std::span<const std::int64_t> riders_of(const ExchangeBuffers& bufs, int r);
 
+// exchange_union for the threshold estimators (SIDCo, Gaussian-k): this worker's threshold rides
+// with its count, so every rank sets stats.threshold to the same mean over the workers.
+void exchange_union_with_threshold(std::span<const float> acc, std::span<const Index> mine,
+                                   double threshold, comm::Communicator& comm,
+                                   comm::GatherMode mode, SparseResult& out, StepStats& stats,
+                                   ExchangeBuffers& bufs);
+
 // Union of `counts.size()` consecutive sorted lists (lists[0 .. counts[0]), then the next, ...),
 // written sorted ascending without duplicates into out. Pairwise merges: O(total log lists).
 void union_of_sorted_lists(std::span<const Index> lists, std::span<const std::int64_t> counts,
