@@ -22,7 +22,7 @@ __all__ = ["Sparsifier", "sparsifier_names", "option_names"]
 
 
 def sparsifier_names():
-    """The sparsifiers by name: exdyna, topk, cltk, hard-threshold, sidco, randomk, dense."""
+    """The sparsifiers by name: exdyna, topk, cltk, hard-threshold, sidco, gaussiank, randomk, dgc, dense."""
     return list(_exdyna.sparsifier_names())
 
 
@@ -51,8 +51,8 @@ class Sparsifier:
     Python spelling (see option_names()): gather ("padded" | "exact"), blocks, min_blk, blk_move,
     alpha, beta, gamma, initial_threshold, controller ("paper" | "histogram" | "exact"), balance
     ("paper" | "exact"), worker_cap ("auto" | "none" | factor), ladder_rungs, ladder_span,
-    hard_threshold, sidco_stages, randomk_seed, measure_global_error (bool), timeout (seconds).
-    The defaults are `exdyna train`'s: controller="exact", balance="exact", worker_cap="auto".
+    hard_threshold, sidco_stages, randomk_seed, dgc_sample, measure_global_error (bool), timeout
+    (seconds). The defaults are `exdyna train`'s: controller="exact", balance="exact", worker_cap="auto".
 
     Every rank of the group must call step() in the same order with gradients of the same length.
     """

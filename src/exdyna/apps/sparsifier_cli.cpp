@@ -53,6 +53,7 @@ constexpr Tuning kTuning[] = {
     {"--hard-threshold", "hard-threshold"},
     {"--sidco-stages", "sidco"},
     {"--randomk-seed", "randomk"},
+    {"--dgc-sample", "dgc"},
 };
 
 }  // namespace
@@ -81,6 +82,11 @@ void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
       ->capture_default_str();
   sub->add_option("--randomk-seed", s.config.randomk.seed,
                   "Random-k: seed of the indices every rank draws (with the iteration)")
+      ->capture_default_str();
+  sub->add_option(
+         "--dgc-sample", s.config.dgc.sample,
+         "DGC: fraction of the gradient sampled for its threshold (at least 64 / d values)")
+      ->check(positive_at_most(1))
       ->capture_default_str();
 }
 

@@ -132,6 +132,7 @@ const std::map<std::string, Setter>& setters() {
                           " is not valid; expected an integer >= 0");
          o.config.randomk.seed = static_cast<std::uint64_t>(s);
        }},
+      {"dgc_sample", [](Options& o, auto& n, py::handle v) { o.config.dgc.sample = number(n, v); }},
       {"measure_global_error",
        [](Options& o, const std::string& n, py::handle v) {
          EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", n, "=", shown(v),

@@ -1,6 +1,7 @@
 // The built-in sparsifiers, registered explicitly.
 #include "exdyna/sparsifiers/cltk.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
+#include "exdyna/sparsifiers/dgc.hpp"
 #include "exdyna/sparsifiers/exdyna.hpp"
 #include "exdyna/sparsifiers/gaussiank.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
@@ -27,6 +28,8 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<GaussianK>(c); });
   r.add("randomk", "Random-k: the same k uniformly drawn indices on every rank (seed + iteration)",
         [](const SparsifierConfig& c) { return std::make_unique<RandomK>(c); });
+  r.add("dgc", "DGC: top-k threshold from a random sample, refined by a top-k of what passed",
+        [](const SparsifierConfig& c) { return std::make_unique<Dgc>(c); });
   r.add("exdyna",
         "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });

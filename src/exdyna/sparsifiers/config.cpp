@@ -31,6 +31,8 @@ void SparsifierConfig::validate() const {
                    " is not valid; expected a finite value >= 0 (or < 0 for the default)");
   EXDYNA_CHECK_ARG(sidco.stages >= 1 && sidco.stages <= 10, "--sidco-stages ", sidco.stages,
                    " is not valid; expected 1..10");
+  EXDYNA_CHECK_ARG(std::isfinite(dgc.sample) && dgc.sample > 0 && dgc.sample <= 1, "--dgc-sample ",
+                   dgc.sample, " is not valid; expected a fraction in (0, 1]");
   exdyna.validate(world_size);
 }
 
@@ -39,8 +41,8 @@ std::string SparsifierConfig::fingerprint() const {
   os.precision(17);
   os << "density=" << density << ";n_g=" << n_g << ";world_size=" << world_size
      << ";gather=" << comm::to_string(gather_mode) << ";hard_threshold=" << hard_threshold
-     << ";sidco.stages=" << sidco.stages << ";randomk.seed=" << randomk.seed << ";"
-     << exdyna.fingerprint();
+     << ";sidco.stages=" << sidco.stages << ";randomk.seed=" << randomk.seed
+     << ";dgc.sample=" << dgc.sample << ";" << exdyna.fingerprint();
   return os.str();
 }
 

@@ -18,6 +18,12 @@ struct RandomKOptions {
   std::uint64_t seed = 0;
 };
 
+struct DgcOptions {
+  // DGC estimates its threshold from a sample of this fraction of the gradient (at least 64 / d
+  // elements; dgc.hpp).
+  double sample = 0.01;
+};
+
 struct SparsifierConfig {
   double density = 0.01;  // d in (0, 1]
   std::int64_t n_g = 0;   // gradient length
@@ -28,6 +34,7 @@ struct SparsifierConfig {
   double hard_threshold = -1;  // < 0: 1 / (2 sqrt(k))
   SidcoOptions sidco;
   RandomKOptions randomk;
+  DgcOptions dgc;
 
   // k = floor(d * n_g).
   std::int64_t k() const;

@@ -1,0 +1,111 @@
+#include "exdyna/sparsifiers/dgc.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "exdyna/core/byte_io.hpp"
+#include "exdyna/core/hash.hpp"
+#include "exdyna/core/selection.hpp"
+#include "exdyna/core/timer.hpp"
+
+namespace exdyna::sparsifiers {
+
+namespace {
+
+// At least this many sampled values above the threshold (see dgc.hpp).
+constexpr double kMinSampledAbove = 64;
+
+// Compared in float; a threshold of 0 would select exact zeros, so the smallest positive float.
+float compare_threshold(double thr) {
+  const float f = static_cast<float>(thr);
+  return f > 0 ? f : std::numeric_limits<float>::denorm_min();
+}
+
+// The exact top-k of the `passed` selected elements, written back over indices[0 .. k).
+std::size_t refine(std::span<const float> acc, std::size_t passed, std::size_t k,
+                   std::vector<Index>& indices, DgcScratch& s) {
+  s.values.resize(passed);
+  for (std::size_t j = 0; j < passed; ++j) s.values[j] = acc[indices[j]];
+  core::topk_select(s.values, k, core::TopkMethod::kNthElement, s.picked, s.topk);
+  // picked holds ascending positions into the ascending list: in place, front to back.
+  for (std::size_t j = 0; j < s.picked.size(); ++j) indices[j] = indices[s.picked[j]];
+  return s.picked.size();
+}
+
+}  // namespace
+
+std::size_t dgc_sample_size(std::size_t n, double density, double ratio) {
+  const double want =
+      std::max(std::ceil(ratio * static_cast<double>(n)), std::ceil(kMinSampledAbove / density));
+  return std::min(n, static_cast<std::size_t>(want));
+}
+
+DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
+                       std::uint64_t stream_key, std::vector<Index>& indices, DgcScratch& scratch) {
+  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "dgc: density ", density,
+                   " is not valid; expected a value in (0, 1]");
+  EXDYNA_CHECK_ARG(std::isfinite(ratio) && ratio > 0 && ratio <= 1, "--dgc-sample ", ratio,
+                   " is not valid; expected a value in (0, 1]");
+  DgcEstimate est;
+  indices.resize(acc.size());
+  if (acc.empty()) return est;
+  const std::size_t n = acc.size();
+  const auto k = static_cast<std::size_t>(std::floor(density * static_cast<double>(n)));
+  const std::size_t s = dgc_sample_size(n, density, ratio);
+  auto& sample = scratch.sample;
+  sample.resize(s);
+  core::SplitMix64 g(stream_key);
+  for (auto& v : sample) v = std::fabs(acc[g.below(n)]);
+  const auto ks = std::clamp<std::size_t>(
+      static_cast<std::size_t>(std::ceil(density * static_cast<double>(s))), 1, s);
+  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(ks - 1),
+                   sample.end(), std::greater<float>());
+  est.threshold = sample[ks - 1];
+  est.passed = core::select_threshold(acc, compare_threshold(est.threshold), 0, indices.data());
+  est.count = est.passed;
+  if (k > 0 && 3 * est.passed > 4 * k) {
+    est.count = refine(acc, est.passed, k, indices, scratch);
+    est.refined = true;
+  }
+  return est;
+}
+
+Dgc::Dgc(const SparsifierConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+}
+
+void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
+               StepStats& stats) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "dgc: gradient has ",
+                   acc.size(), " elements, expected n_g = ", cfg_.n_g);
+  core::Stopwatch sw;
+  // One sample stream per (rank, iteration): workers sample independently, runs repeat.
+  const std::uint64_t key = core::splitmix64_mix(static_cast<std::uint64_t>(cfg_.rank) + 1) ^
+                            core::splitmix64_mix(static_cast<std::uint64_t>(iteration_) ^
+                                                 0x6467630000000000ULL);  // "dgc"
+  const auto est = dgc_select(acc, cfg_.density, cfg_.dgc.sample, key, mine_, scratch_);
+  stats.times.select += sw.lap();
+  stats.k_target = cfg_.k();
+  stats.target_density = cfg_.density;
+  exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
+                                comm, cfg_.gather_mode, out, stats, bufs_);
+  ++iteration_;
+}
+
+std::vector<std::byte> Dgc::save_state() const {
+  core::ByteWriter w;
+  w.put(iteration_);
+  return w.take();
+}
+
+void Dgc::load_state(std::span<const std::byte> state) {
+  core::ByteReader r(state, "dgc state");
+  const auto t = r.get<std::int64_t>();
+  r.expect_end();
+  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "dgc: saved iteration ", t,
+                   " is not valid; expected 0..", kMaxStateIteration);
+  iteration_ = t;
+}
+
+}  // namespace exdyna::sparsifiers
