@@ -202,3 +202,42 @@ TEST(Training, GradientHookSeesTheRawLocalGradientOncePerStep) {
     EXPECT_GT(nonzero, n_g / 2) << "step " << step << ": not the dense raw gradient (density 0.05)";
   }
 }
+
+// `--sparsifier dgc` trains with DGC's momentum correction (train/dgc_momentum.hpp): the loss
+// falls, every rank holds the same parameters, the velocity rides in the checkpoint (a resumed
+// run is bit-identical), and --nesterov is refused with it.
+TEST(Training, DgcWithMomentumCorrectionTrainsAndResumesExactly) {
+  set_torch_threads(1);
+  const auto data = tiny_data();
+  const int world = 3;
+  auto o = tiny_options("dgc");
+  o.sgd.nesterov = false;
+  o.epochs = 2;
+  const auto dir = fs::temp_directory_path() / ("exdyna-dgc-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto run = [&](const TrainOptions& opts) {
+    std::vector<TrainResult> res(world);
+    comm::run_local(world, [&](comm::Communicator& c) {
+      res[static_cast<std::size_t>(c.rank())] = train_worker(opts, c, &data);
+    });
+    return res;
+  };
+  const auto full = run(o);
+  EXPECT_LT(full[0].last_train_loss, 0.7 * full[0].first_train_loss)
+      << full[0].first_train_loss << " -> " << full[0].last_train_loss;
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(full[static_cast<std::size_t>(r)].params, full[0].params);
+  auto first = o;
+  first.out_dir = (dir / "a").string();
+  first.checkpoint_every = 5;
+  first.max_steps = 12;
+  run(first);
+  auto second = o;
+  second.resume = (dir / "a" / "checkpoints" / "step-10").string();
+  const auto resumed = run(second);
+  EXPECT_EQ(resumed[0].params, full[0].params);
+  fs::remove_all(dir);
+  auto nesterov = o;
+  nesterov.sgd.nesterov = true;
+  EXPECT_THROW(nesterov.validate(), InvalidArgument);
+}

@@ -120,8 +120,11 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
   const std::string source = cfg.describe_source();
   os << "exdyna simulate: " << cfg.sparsifier << " on " << cfg.workers.value_or(0) << " workers, "
      << s.iterations << " iterations, n_g = " << src.n_g() << " from " << source << "\n";
-  out("target density %.6g (k = %lld), gather %s\n\n", s.target_density,
+  out("target density %.6g (k = %lld), gather %s\n", s.target_density,
       static_cast<long long>(s.k_target), comm::to_string(cfg.sparse.gather_mode));
+  if (cfg.sparsifier == "dgc")  // the optimizer's part of DGC needs a model (train/dgc_momentum)
+    os << "dgc: the selection alone; momentum correction and masking run in `exdyna train`\n";
+  os << "\n";
   out("%-28s %12s %12s %12s\n", "", "mean", "min", "max");
   out("%-28s %12.4f %12.4f %12.4f\n", "actual density / target", s.density_ratio.mean,
       s.density_ratio.min, s.density_ratio.max);

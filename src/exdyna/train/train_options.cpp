@@ -23,6 +23,9 @@ void TrainOptions::validate() const {
   EXDYNA_CHECK_ARG(checkpoint_every == 0 || !out_dir.empty() || !checkpoint_dir.empty(),
                    "--checkpoint-every needs --out DIR");
   sgd.validate();
+  EXDYNA_CHECK_ARG(sparsifier != "dgc" || !sgd.nesterov,
+                   "--nesterov is not supported with --sparsifier dgc (its momentum correction is "
+                   "for plain momentum)");
   auto s = schedule;
   s.base_lr = sgd.lr;
   s.validate();

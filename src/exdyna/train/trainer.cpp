@@ -13,6 +13,7 @@
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/train/batches.hpp"
+#include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/evaluation.hpp"
 #include "exdyna/train/flat_model.hpp"
 #include "exdyna/train/train_checkpoint.hpp"
@@ -96,14 +97,24 @@ IterRecord train_step(Worker& w, std::int64_t step, bool first, const GradientHo
   if (on_gradient) on_gradient(step, std::span<const float>(w.m.g_span()));
   w.comm.allreduce_sum(std::span<double>(&lsum, 1));
   rec.loss = lsum / w.comm.size();
+  const bool dgc = w.opts.sparsifier == "dgc";  // DGC's momentum correction (dgc_momentum.hpp)
+  if (dgc)
+    dgc_velocity(w.m.g_span(), w.sgd.mutable_momentum_buffer(), w.m.p_span(),
+                 static_cast<float>(w.opts.sgd.momentum),
+                 static_cast<float>(w.opts.sgd.weight_decay), w.opts.clip_norm, w.comm.size());
   rec.stats = w.ef.step(w.m.g_span(), w.comm);
   rec.stats.target_density = w.opts.sparse.density;
   rec.stats.k_target =
       static_cast<std::int64_t>(std::floor(w.opts.sparse.density * static_cast<double>(w.m.n)));
   sw.lap();
-  if (w.opts.clip_norm > 0) clip_grad_norm(w.m.g_span(), w.opts.clip_norm);
   rec.lr = w.sched.at(step, w.spe);
-  w.sgd.step(w.m.p_span(), w.m.g_span(), rec.lr);
+  if (dgc) {
+    dgc_mask(w.sgd.mutable_momentum_buffer(), w.ef.last_result().indices);
+    dgc_apply(w.m.p_span(), w.m.g_span(), rec.lr);
+  } else {
+    if (w.opts.clip_norm > 0) clip_grad_norm(w.m.g_span(), w.opts.clip_norm);
+    w.sgd.step(w.m.p_span(), w.m.g_span(), rec.lr);
+  }
   rec.t_optimizer = sw.lap();
   rec.step = step + 1;
   rec.epoch = static_cast<double>(step + 1) / static_cast<double>(w.spe);
