@@ -339,7 +339,9 @@ TEST_P(OptionModes, AgreeConvergeAndSurviveSaveLoad) {
         const auto forced = std::count(s.k_per_worker.begin(), s.k_per_worker.end(), 1);
         EXPECT_GE(s.k_total, a.k()) << "step " << t;
         EXPECT_LE(s.k_total, a.k() + forced) << "step " << t;
-        if (bal == Balance::kExact && t >= 2) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+        if (bal == Balance::kExact && t >= 2) {
+          EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+        }
         EXPECT_EQ(static_cast<std::int64_t>(out.indices.size()), s.k_total);
       }
     }
@@ -424,7 +426,9 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
       fill(t);
       a.step(acc, c, out, s);
       for (const auto k : s.k_per_worker) EXPECT_LE(k, cap) << "step " << t;
-      if (t >= 3) EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      if (t >= 3) {
+        EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      }
     }
     EXPECT_LE(s.f_t, static_cast<double>(n * cap) / static_cast<double>(a.k()) + 1e-12);
     // The cap's reach is state: a restored sparsifier continues bit for bit.
