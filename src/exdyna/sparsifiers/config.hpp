@@ -6,6 +6,7 @@
 
 #include "exdyna/comm/communicator.hpp"
 #include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/core/half_float.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -28,6 +29,8 @@ struct SparsifierConfig {
   double hard_threshold = -1;  // < 0: 1 / (2 sqrt(k))
   SidcoOptions sidco;
   RandomKOptions randomk;
+  // --values: the format of the values every sparsifier sends (core/half_float.hpp).
+  core::ValueFormat values = core::ValueFormat::kFp32;
 
   // k = floor(d * n_g).
   std::int64_t k() const;

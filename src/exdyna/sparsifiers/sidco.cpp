@@ -69,8 +69,8 @@ void Sidco::step(std::span<const float> acc, comm::Communicator& comm, SparseRes
   // Each worker's threshold rides along with its count, so every rank reports the same mean.
   const std::int64_t rider = std::bit_cast<std::int64_t>(est.threshold);
   exchange_union(acc, std::span<const Index>(mine_.data(), est.count),
-                 std::span<const std::int64_t>(&rider, 1), comm, cfg_.gather_mode, out, stats,
-                 bufs_);
+                 std::span<const std::int64_t>(&rider, 1), comm, cfg_.gather_mode, cfg_.values, out,
+                 stats, bufs_);
   double sum = 0;
   for (int r = 0; r < comm.size(); ++r) sum += std::bit_cast<double>(riders_of(bufs_, r)[0]);
   stats.threshold = sum / comm.size();
