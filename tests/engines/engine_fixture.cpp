@@ -55,7 +55,7 @@ struct Args {
   std::string fault;
   int mismatch_rank = -1;
   std::string stranger;
-  std::string only;  // run only this sparsifier
+  std::string only;                                     // run only this sparsifier
   core::ValueFormat values = core::ValueFormat::kFp32;  // --values
 };
 
@@ -270,8 +270,8 @@ void run_rank(const Args& a, comm::Communicator& c) {
           for (int q = 0; q < n; ++q)
             EXDYNA_CHECK(all[static_cast<std::size_t>(2 * q)] == h[0] &&
                              all[static_cast<std::size_t>(2 * q + 1)] == h[1],
-                         name, " step ", t, ": 16-bit values differ between rank ", r,
-                         " and rank ", q);
+                         name, " step ", t, ": 16-bit values differ between rank ", r, " and rank ",
+                         q);
         }
         out << name << ' ' << comm::to_string(mode) << ' ' << t
             << " thr=" << std::bit_cast<std::uint64_t>(st.threshold) << " k=";

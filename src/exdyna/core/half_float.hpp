@@ -4,10 +4,10 @@
 //
 // Rounding is round-to-nearest, ties to even, as the hardware converts. fp16: values beyond the
 // largest finite fp16 (65504) round to +-Inf exactly as IEEE prescribes (from 65520 up); values
-// below the smallest subnormal round to signed zero; subnormals are kept. bf16 has float32's
+// up to half the smallest subnormal round to signed zero; subnormals are kept. bf16 has float32's
 // range, so only values within half an ulp of FLT_MAX round up to Inf. NaN stays NaN (quiet).
-// An accumulated value that overflows fp16 is refused by the sender (sparsifiers/value_wire.cpp)
-// rather than sent as Inf: error feedback could not keep acc - Inf.
+// An accumulated value overflowing fp16 is refused by its sender (sparse_exchange.cpp) rather
+// than sent as Inf: error feedback could not keep acc - Inf.
 #pragma once
 
 #include <cstdint>
