@@ -48,7 +48,8 @@ class Sparsifier:
 
     name: one of sparsifier_names(). density: d in (0, 1]. process_group: a torch.distributed
     process group (Gloo; default: the default group). options: the CLI's sparsifier flags in
-    Python spelling (see option_names()): gather ("padded" | "exact"), blocks, min_blk, blk_move,
+    Python spelling (see option_names()): gather ("padded" | "exact"), values ("fp32" | "fp16" |
+    "bf16"), blocks, min_blk, blk_move,
     alpha, beta, gamma, initial_threshold, controller ("paper" | "histogram" | "exact"), balance
     ("paper" | "exact"), worker_cap ("auto" | "none" | factor), ladder_rungs, ladder_span,
     hard_threshold, sidco_stages, randomk_seed, dgc_sample, measure_global_error (bool), timeout

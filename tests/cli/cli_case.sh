@@ -39,6 +39,7 @@ case $case_name in
   density_not_a_number) args=(--density abc); re='--density: abc is not valid' ;;
   unknown_sparsifier) args=(--sparsifier nope); re="unknown sparsifier 'nope'; expected one of: .*dense" ;;
   bad_gather) args=(--gather sideways); re="gather mode 'sideways' is not valid" ;;
+  bad_values) args=(--values fp8); re="--values: value format 'fp8' is not valid; expected 'fp32', 'fp16' or 'bf16'" ;;
   bad_scale_step) args=(--scale-step 10); re="scale step '10' is not valid; expected ITER:FACTOR" ;;
   bad_controller) args=(--sparsifier exdyna --controller fuzzy)
     re="controller 'fuzzy' is not valid; expected 'paper', 'histogram' or 'exact'" ;;

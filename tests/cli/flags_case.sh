@@ -30,7 +30,7 @@ train=(train --dataset synthetic --model tiny --backend local --workers 2 --max-
 case $case_name in
   simulate_help | train_help)
     run 0 "${case_name%_help}" --help
-    for f in --sparsifier --density '--gather,--gather-mode' --blocks --min-blk --initial-threshold \
+    for f in --sparsifier --density '--gather,--gather-mode' --values --blocks --min-blk --initial-threshold \
              --controller --balance --worker-cap --hard-threshold --sidco-stages --backend --timeout \
              --listen --all-ranks-output; do
       has "^ +$f "
@@ -40,7 +40,7 @@ case $case_name in
   compare_help)
     # compare's labels choose the sparsifier: it takes the options that tune one, as simulate does.
     run 0 compare --help
-    for f in '--gather,--gather-mode' --blocks --min-blk --initial-threshold --controller --balance \
+    for f in '--gather,--gather-mode' --values --blocks --min-blk --initial-threshold --controller --balance \
              --worker-cap --hard-threshold --sidco-stages; do
       has "^ +$f "
     done
@@ -62,6 +62,9 @@ case $case_name in
     if [ "$case_name" = simulate_bad_gather ]; then run 2 "${sim[@]}" --gather fast
     else run 2 "${train[@]}" --gather fast --out "$tmp/t"; fi
     has "--gather: gather mode 'fast' is not valid; expected 'padded' or 'exact'" ;;
+  train_bad_values)
+    run 2 "${train[@]}" --values fp8 --out "$tmp/t"
+    has "--values: value format 'fp8' is not valid; expected 'fp32', 'fp16' or 'bf16'" ;;
   train_bad_lstm_layers)
     # Both spellings are refused naming the flag's own name, not the alias.
     for f in --lstm-layers --layers; do

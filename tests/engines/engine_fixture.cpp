@@ -55,7 +55,8 @@ struct Args {
   std::string fault;
   int mismatch_rank = -1;
   std::string stranger;
-  std::string only;  // run only this sparsifier
+  std::string only;                                     // run only this sparsifier
+  core::ValueFormat values = core::ValueFormat::kFp32;  // --values
 };
 
 std::uint64_t mix(std::uint64_t x) {
@@ -117,6 +118,8 @@ Args parse(int argc, char** argv) {
       a.stranger = val();
     else if (k == "--only")
       a.only = val();
+    else if (k == "--values")
+      a.values = core::parse_value_format(val());
     else
       usage("unknown argument " + k);
   }
@@ -156,6 +159,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
   d.precision(17);
   d << density;
   fp.add("density", d.str());
+  fp.add("values", core::to_string(a.values));
   std::string names;
   for (const auto& s : reg.names()) names += s + ",";
   fp.add("sparsifiers", names);
@@ -207,6 +211,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
       sparsifiers::SparsifierConfig cfg;
       cfg.density = density;
       cfg.gather_mode = mode;
+      cfg.values = a.values;
       cfg.exdyna.controller = v.controller;
       cfg.exdyna.balance = v.balance;
       cfg.exdyna.worker_cap = v.worker_cap;
@@ -247,6 +252,27 @@ void run_rank(const Args& a, comm::Communicator& c) {
                          ": bytes give f(t) = ", f, " but stats say ", st.f_t);
           }
         }
+        const bool v16 = a.values != core::ValueFormat::kFp32;
+        // 16-bit values: 2 bytes each on the wire, on every engine.
+        EXDYNA_CHECK(!v16 || st.bytes.allreduce == res.values.size() * 2, name, " step ", t,
+                     ": 16-bit value bytes ", st.bytes.allreduce, " != 2 * ", res.values.size());
+        const auto val_hash = core::fnv1a(res.values.data(), res.values.size() * sizeof(float));
+        const auto upd_hash = core::fnv1a(grad.data(), grad.size() * sizeof(float));
+        if (v16) {
+          // The 16-bit partial sums round in the engine's reduction order, so the summed values
+          // may differ between engines (not between ranks: checked here). The decisions (counts,
+          // thresholds, indices) depend only on each rank's own residual, acc - round(acc), and
+          // must agree across engines: they go into the digest, the values do not.
+          const std::int64_t h[2] = {static_cast<std::int64_t>(val_hash),
+                                     static_cast<std::int64_t>(upd_hash)};
+          std::vector<std::int64_t> all(static_cast<std::size_t>(2 * n));
+          c.allgather_counts(std::span<const std::int64_t>(h, 2), all);
+          for (int q = 0; q < n; ++q)
+            EXDYNA_CHECK(all[static_cast<std::size_t>(2 * q)] == h[0] &&
+                             all[static_cast<std::size_t>(2 * q + 1)] == h[1],
+                         name, " step ", t, ": 16-bit values differ between rank ", r, " and rank ",
+                         q);
+        }
         out << name << ' ' << comm::to_string(mode) << ' ' << t
             << " thr=" << std::bit_cast<std::uint64_t>(st.threshold) << " k=";
         for (auto k : st.k_per_worker) out << k << ',';
@@ -258,8 +284,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
             << " nv=" << res.values.size();
         out << " idx=" << std::hex
             << core::fnv1a(res.indices.data(), res.indices.size() * sizeof(res.indices[0]))
-            << " val=" << core::fnv1a(res.values.data(), res.values.size() * sizeof(float))
-            << " upd=" << core::fnv1a(grad.data(), grad.size() * sizeof(float)) << std::dec
+            << " val=" << (v16 ? 0 : val_hash) << " upd=" << (v16 ? 0 : upd_hash) << std::dec
             << " agi=" << st.bytes.allgather_indices << " pad=" << st.bytes.padded_elements << '\n';
       }
     }

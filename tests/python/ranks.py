@@ -80,6 +80,9 @@ def sparsifier_steps(rank, world, name, steps, options=None):
         assert len(s["k_per_worker"]) == world and sum(s["k_per_worker"]) == s["k_total"]
         assert 0 < int((update != 0).sum()) <= s["k_unique"] <= s["k_total"]
         assert s["bytes"]["total"] > 0
+        if (options or {}).get("values") == "bf16":
+            # a generic group sums 16-bit words by all-gathering them: world * 2 bytes a value
+            assert s["bytes"]["allreduce"] == world * 2 * s["k_unique"], s["bytes"]
         if name == "exdyna" and not options and t >= 1:
             # exact controller (the default): k' = k from the second iteration on
             assert abs(s["density"] - d) <= 0.02 * d, s["density"]

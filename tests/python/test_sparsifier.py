@@ -23,6 +23,7 @@ def one_rank(tmp_path):
     (dict(density=0.01, bogus=3), "unknown option 'bogus'"),
     (dict(density=0.01, controller="fast"), "controller 'fast'"),
     (dict(density=0.01, gather="all"), "gather"),
+    (dict(density=0.01, values="fp8"), "value format 'fp8'"),
     (dict(density=0.01, gamma="x"), "option gamma='x'"),
     (dict(density=0.01, gamma=2.0), "gamma 2"),
     (dict(density=0.01, blocks=1.5), "option blocks=1.5"),
@@ -78,7 +79,9 @@ def test_one_rank_update_is_the_sparsified_gradient(one_rank):
 def test_updates_identical_on_every_rank(tmp_path, world):
     # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
     # broadcast CLT-k needs and the paper's own controller
+    # bf16 values: on a generic process group an all-gather of 16-bit words, summed in rank order
     for name, options in (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
+                          ("topk", {"values": "bf16"}),
                           ("exdyna", {"gather": "exact", "controller": "paper",
                                       "balance": "paper"})):
         ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{name}{len(options)}", name, 5,

@@ -44,6 +44,7 @@ struct Tuning {
 };
 constexpr Tuning kTuning[] = {
     {"--gather", ""},
+    {"--values", ""},
     {"--blocks", "exdyna"},
     {"--min-blk", "exdyna"},
     {"--initial-threshold", "exdyna"},
@@ -71,6 +72,10 @@ void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDef
 void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
   sub->add_option("--gather,--gather-mode", s.gather,
                   "index all-gather: padded (as the paper) or exact (allgatherv)")
+      ->capture_default_str();
+  sub->add_option("--values", s.values,
+                  "format of the values sent: fp32, or fp16 / bf16 (2 bytes each; the rounding "
+                  "error stays in the residual)")
       ->capture_default_str();
   add_exdyna_options(sub, s, d);
   sub->add_option("--hard-threshold", s.config.hard_threshold,
@@ -104,6 +109,7 @@ void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierCon
   name = s.sparsifier;
   config = s.config;
   config.gather_mode = parsed("--gather", [&] { return comm::parse_gather_mode(s.gather); });
+  config.values = parsed("--values", [&] { return core::parse_value_format(s.values); });
   auto& ex = config.exdyna;
   ex.controller = parsed("--controller", [&] { return core::parse_controller(s.controller); });
   ex.balance = parsed("--balance", [&] { return core::parse_balance(s.balance); });

@@ -2,8 +2,8 @@
 // flag means the same thing everywhere. add_sparsifier_options registers them; apply() turns what
 // was parsed into the sparsifier's name and a SparsifierConfig (n_g, world size and rank are bound
 // later, per worker: sparsifiers/factory.hpp).
-//   --sparsifier, --density, --gather (alias --gather-mode), --hard-threshold, --sidco-stages,
-//   --randomk-seed, --dgc-sample,
+//   --sparsifier, --density, --gather (alias --gather-mode), --values, --hard-threshold,
+//   --sidco-stages, --randomk-seed, --dgc-sample,
 //   ExDyna: --blocks, --min-blk, --initial-threshold, --controller, --balance, --worker-cap
 // All but the first two tune a sparsifier without choosing it: `exdyna compare`, whose labels
 // choose the sparsifier and whose --density is an axis of the matrix, takes only those
@@ -32,7 +32,7 @@ struct SparsifierCli {
   // the hard threshold, SIDCo's stages.
   sparsifiers::SparsifierConfig config;
   // The named choices, parsed by apply().
-  std::string gather = "padded", controller, balance, worker_cap;
+  std::string gather = "padded", values = "fp32", controller, balance, worker_cap;
 };
 
 void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d = {});

@@ -61,6 +61,16 @@ void Communicator::allreduce_sum(std::span<double> data) {
   do_allreduce_f64(data);
 }
 
+void Communicator::allreduce_sum_16(std::span<float> data, core::ValueFormat f) {
+  EXDYNA_CHECK_ARG(f != core::ValueFormat::kFp32,
+                   "allreduce_sum_16: fp32 is not a 16-bit format; use allreduce_sum");
+  wire16_.resize(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) wire16_[i] = core::to_bits16(data[i], f);
+  bytes_.allreduce += wire16_.size() * sizeof(std::uint16_t);
+  do_allreduce_16(wire16_, f);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = core::from_bits16(wire16_[i], f);
+}
+
 void Communicator::broadcast(std::span<std::byte> data, int root) {
   EXDYNA_CHECK_ARG(root >= 0 && root < size(), "broadcast: root ", root, " outside [0, ", size(),
                    ")");

@@ -15,6 +15,7 @@
 
 #include "exdyna/comm/byte_counts.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/half_float.hpp"
 
 namespace exdyna::comm {
 
@@ -48,6 +49,15 @@ class Communicator {
   void allreduce_sum(std::span<float> data);
   void allreduce_sum(std::span<double> data);
 
+  // In-place sum over ranks of values sent as 16-bit words (--values fp16|bf16). Every element
+  // of data must already be representable in f (sparsifiers round before they send, so error
+  // feedback keeps the rounding error); it travels as 2 bytes and is counted so. The partial sums
+  // are rounded to f as they are formed (each engine's reduction adds two 16-bit values in float32
+  // and rounds back), so the result is representable in f too and identical on every rank; its
+  // value depends on the engine's reduction order, like the float32 all-reduce. That rounding of
+  // partial sums is not fed back into any residual. f = kFp32 is refused (use allreduce_sum).
+  void allreduce_sum_16(std::span<float> data, core::ValueFormat f);
+
   // Copies root's buffer into every rank's buffer.
   void broadcast(std::span<std::byte> data, int root);
   template <typename T>
@@ -74,13 +84,20 @@ class Communicator {
                                 std::span<std::int64_t> out) = 0;
   virtual void do_allreduce_f32(std::span<float> data) = 0;
   virtual void do_allreduce_f64(std::span<double> data) = 0;
+  // data holds the 16-bit words of format f; on return, their sum (see allreduce_sum_16). Every
+  // engine overrides it with a reduction that moves the 16-bit words themselves.
+  virtual void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) = 0;
   virtual void do_broadcast(std::span<std::byte> data, int root) = 0;
+  // For an engine whose collective moves more than the logical payload (a 16-bit sum done as an
+  // all-gather), so the counts stay honest.
+  void add_allreduce_bytes(std::uint64_t b) { bytes_.allreduce += b; }
   virtual void do_barrier() = 0;
 
  private:
   void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
                         GatherMode mode, std::size_t mine);
   ByteCounts bytes_;
+  std::vector<std::uint16_t> wire16_;
   std::chrono::milliseconds timeout_{300'000};
 };
 

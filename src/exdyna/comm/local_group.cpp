@@ -97,6 +97,19 @@ class LocalCommunicator final : public Communicator {
     reduce(data, scratch_f64_, "allreduce_sum");
   }
 
+  // Rank order, a 16-bit accumulator: ((v_0 + v_1) + v_2) ..., each sum rounded to f.
+  void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
+    publish(data.data(), "allreduce_sum");
+    const auto* first = static_cast<const std::uint16_t*>(s_->slots[0]);
+    scratch_u16_.assign(first, first + data.size());
+    for (int r = 1; r < size(); ++r)
+      core::add_bits16(scratch_u16_.data(),
+                       static_cast<const std::uint16_t*>(s_->slots[static_cast<std::size_t>(r)]),
+                       data.size(), f);
+    s_->rendezvous(rank_, "allreduce_sum (leave)", timeout());
+    std::copy(scratch_u16_.begin(), scratch_u16_.end(), data.begin());
+  }
+
   void do_broadcast(std::span<std::byte> data, int root) override {
     publish(data.data(), "broadcast");
     if (rank_ != root && !data.empty())
@@ -131,6 +144,7 @@ class LocalCommunicator final : public Communicator {
   int rank_;
   std::vector<float> scratch_f32_;
   std::vector<double> scratch_f64_;
+  std::vector<std::uint16_t> scratch_u16_;
 };
 
 }  // namespace

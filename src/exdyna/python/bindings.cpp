@@ -87,6 +87,10 @@ const std::map<std::string, Setter>& setters() {
        [](Options& o, const std::string& n, py::handle v) {
          o.config.gather_mode = named(n, [&] { return comm::parse_gather_mode(text(n, v)); });
        }},
+      {"values",
+       [](Options& o, const std::string& n, py::handle v) {
+         o.config.values = named(n, [&] { return core::parse_value_format(text(n, v)); });
+       }},
       {"blocks",
        [](Options& o, auto& n, py::handle v) { o.config.exdyna.n_blocks = integer(n, v); }},
       {"min_blk",

@@ -1,5 +1,7 @@
 #include "exdyna/sparsifiers/cltk.hpp"
 
+#include "exdyna/sparsifiers/sparse_exchange.hpp"
+
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/timer.hpp"
 
@@ -37,7 +39,7 @@ void CltK::step(std::span<const float> acc, comm::Communicator& comm, SparseResu
     out.values[j] = acc[i];
   }
   stats.times.other += sw.lap();
-  comm.allreduce_sum(out.values);
+  allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 
   stats.k_target = cfg_.k();

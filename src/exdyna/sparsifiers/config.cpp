@@ -43,6 +43,9 @@ std::string SparsifierConfig::fingerprint() const {
      << ";gather=" << comm::to_string(gather_mode) << ";hard_threshold=" << hard_threshold
      << ";sidco.stages=" << sidco.stages << ";randomk.seed=" << randomk.seed
      << ";dgc.sample=" << dgc.sample << ";" << exdyna.fingerprint();
+  // Only a 16-bit format is named, so fp32 fingerprints stay as they were before --values; ranks
+  // or checkpoints with another format are refused.
+  if (values != core::ValueFormat::kFp32) os << ";values=" << core::to_string(values);
   return os.str();
 }
 

@@ -6,6 +6,7 @@
 
 #include "exdyna/comm/communicator.hpp"
 #include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/core/half_float.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -35,6 +36,8 @@ struct SparsifierConfig {
   SidcoOptions sidco;
   RandomKOptions randomk;
   DgcOptions dgc;
+  // --values: the format of the values every sparsifier sends (core/half_float.hpp).
+  core::ValueFormat values = core::ValueFormat::kFp32;
 
   // k = floor(d * n_g).
   std::int64_t k() const;

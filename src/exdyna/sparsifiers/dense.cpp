@@ -1,5 +1,7 @@
 #include "exdyna/sparsifiers/dense.hpp"
 
+#include "exdyna/sparsifiers/sparse_exchange.hpp"
+
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
@@ -10,7 +12,7 @@ void Dense::step(std::span<const float> acc, comm::Communicator& comm, SparseRes
   out.dense = true;
   out.indices.clear();
   out.values.assign(acc.begin(), acc.end());
-  comm.allreduce_sum(out.values);
+  allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce = sw.lap();
   stats.k_target = stats.n_g;
   stats.target_density = 1.0;

@@ -89,7 +89,7 @@ void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResul
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
-                                comm, cfg_.gather_mode, out, stats, bufs_);
+                                comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
   ++iteration_;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "exdyna/core/half_float.hpp"
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
@@ -51,19 +52,29 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   stats.bytes = comm.bytes() - bytes_before;
   sw.lap();
 
-  // Scatter the mean update and zero the residual at the gathered indices.
+  // Scatter the mean update and take what was sent out of the residual at the gathered indices:
+  // with float32 values all of acc (residual 0); with 16-bit values (--values) this worker sent
+  // round(acc), so its own rounding error acc - round(acc) stays and error feedback sends it
+  // later. That difference is exact in float32 (rounding to fewer mantissa bits leaves a
+  // representable error), so residual + sent = acc holds bit for bit. The rounding of the 16-bit
+  // partial sums inside the reduction is shared by all workers and not fed back.
   const float inv_n = 1.0f / static_cast<float>(comm.size());
+  const core::ValueFormat fmt = result_.values_format;
+  const auto keep = [fmt](float a) { return a - core::round_to_format(a, fmt); };
   if (result_.dense) {
     EXDYNA_CHECK_EQ(result_.values.size(), grad.size(), "dense result size");
     for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = result_.values[i] * inv_n;
-    std::fill(residual_.begin(), residual_.end(), 0.0f);
+    if (fmt == core::ValueFormat::kFp32)
+      std::fill(residual_.begin(), residual_.end(), 0.0f);
+    else
+      for (auto& r : residual_) r = keep(r);
   } else {
     EXDYNA_CHECK_EQ(result_.values.size(), result_.indices.size(), "sparse result size");
     std::fill(grad.begin(), grad.end(), 0.0f);
     for (std::size_t j = 0; j < result_.indices.size(); ++j) {
       const Index i = result_.indices[j];
       grad[i] = result_.values[j] * inv_n;
-      residual_[i] = 0.0f;
+      residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
     }
   }
   stats.times.update = sw.lap();

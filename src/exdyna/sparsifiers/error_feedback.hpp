@@ -2,9 +2,10 @@
 //   acc = residual + grad                 (fused, in place in the residual buffer)
 //   sparsifier selects and exchanges      (indices gathered, SUM of acc at them)
 //   grad <- mean update (0 off the set)   (identical on every rank)
-//   residual = acc with gathered indices zeroed, in place
+//   residual = acc with gathered indices zeroed, in place (with --values fp16|bf16: set to
+//              acc - round(acc), this worker's rounding error, which is sent later)
 // Invariant: after a step, residual + sent part = acc element by element, where the sent part is
-// acc at the gathered indices and 0 elsewhere.
+// acc (or round(acc) with 16-bit values) at the gathered indices and 0 elsewhere.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 
+#include "exdyna/sparsifiers/sparse_exchange.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -199,7 +201,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   out.dense = false;
   out.values.resize(out.indices.size());
   for (std::size_t j = 0; j < out.indices.size(); ++j) out.values[j] = acc[out.indices[j]];
-  comm.allreduce_sum(out.values);
+  allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 
   // Statistics, then Alg. 5 and Alg. 3 for the next step.

@@ -67,7 +67,7 @@ void GaussianK::step(std::span<const float> acc, comm::Communicator& comm, Spars
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
-                                comm, cfg_.gather_mode, out, stats, bufs_);
+                                comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
 }
 
 void GaussianK::load_state(std::span<const std::byte> state) {

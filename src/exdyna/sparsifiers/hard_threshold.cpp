@@ -28,8 +28,8 @@ void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, S
   stats.threshold = threshold_;
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
-  exchange_union(acc, std::span<const Index>(mine_.data(), c), {}, comm, cfg_.gather_mode, out,
-                 stats, bufs_);
+  exchange_union(acc, std::span<const Index>(mine_.data(), c), {}, comm, cfg_.gather_mode,
+                 cfg_.values, out, stats, bufs_);
 }
 
 std::string HardThreshold::fingerprint() const {

@@ -1,5 +1,7 @@
 #include "exdyna/sparsifiers/randomk.hpp"
 
+#include "exdyna/sparsifiers/sparse_exchange.hpp"
+
 #include <algorithm>
 
 #include "exdyna/core/byte_io.hpp"
@@ -63,7 +65,7 @@ void RandomK::step(std::span<const float> acc, comm::Communicator& comm, SparseR
   out.values.resize(out.indices.size());
   for (std::size_t j = 0; j < out.indices.size(); ++j) out.values[j] = acc[out.indices[j]];
   stats.times.select += sw.lap();
-  comm.allreduce_sum(out.values);
+  allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 
   stats.k_target = k;

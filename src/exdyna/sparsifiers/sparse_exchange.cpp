@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "exdyna/core/timer.hpp"
 
@@ -41,10 +42,28 @@ void union_of_sorted_lists(std::span<const Index> lists, std::span<const std::in
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
+void allreduce_values(comm::Communicator& comm, core::ValueFormat values, SparseResult& out) {
+  out.values_format = values;
+  if (values == core::ValueFormat::kFp32) {
+    comm.allreduce_sum(out.values);
+    return;
+  }
+  for (std::size_t j = 0; j < out.values.size(); ++j) {
+    const float v = out.values[j];
+    out.values[j] = core::round_to_format(v, values);
+    if (!std::isfinite(out.values[j]))
+      throw DataError(detail::concat("--values ", core::to_string(values), ": accumulated value ",
+                                     v, " at position ", j, " on rank ", comm.rank(),
+                                     " overflows the format; expected |value| < 65504 (or use "
+                                     "--values bf16)"));
+  }
+  comm.allreduce_sum_16(out.values, values);
+}
+
 void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     std::span<const std::int64_t> riders, comm::Communicator& comm,
-                    comm::GatherMode mode, SparseResult& out, StepStats& stats,
-                    ExchangeBuffers& bufs) {
+                    comm::GatherMode mode, core::ValueFormat values, SparseResult& out,
+                    StepStats& stats, ExchangeBuffers& bufs) {
   core::Stopwatch sw;
   const auto n = static_cast<std::size_t>(comm.size());
   const std::size_t width = 1 + riders.size();
@@ -69,7 +88,7 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
     out.values[j] = acc[i];
   }
   stats.times.select += sw.lap();  // the union is selection work, done on every rank
-  comm.allreduce_sum(out.values);
+  allreduce_values(comm, values, out);
   stats.times.allreduce += sw.lap();
 
   stats.k_per_worker.assign(bufs.counts.begin(), bufs.counts.end());
@@ -85,10 +104,11 @@ std::span<const std::int64_t> riders_of(const ExchangeBuffers& bufs, int r) {
 
 void exchange_union_with_threshold(std::span<const float> acc, std::span<const Index> mine,
                                    double threshold, comm::Communicator& comm,
-                                   comm::GatherMode mode, SparseResult& out, StepStats& stats,
-                                   ExchangeBuffers& bufs) {
+                                   comm::GatherMode mode, core::ValueFormat values,
+                                   SparseResult& out, StepStats& stats, ExchangeBuffers& bufs) {
   const std::int64_t rider = std::bit_cast<std::int64_t>(threshold);
-  exchange_union(acc, mine, std::span<const std::int64_t>(&rider, 1), comm, mode, out, stats, bufs);
+  exchange_union(acc, mine, std::span<const std::int64_t>(&rider, 1), comm, mode, values, out,
+                 stats, bufs);
   double sum = 0;
   for (int r = 0; r < comm.size(); ++r) sum += std::bit_cast<double>(riders_of(bufs, r)[0]);
   stats.threshold = sum / comm.size();

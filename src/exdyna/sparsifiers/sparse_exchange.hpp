@@ -5,7 +5,8 @@
 // Invariants: every rank ends with the same union, sorted ascending and without duplicates, and
 // values[j] = sum over workers of acc_w[union[j]]. A worker may contribute an empty list (count 0);
 // if every list is empty the union is empty and the all-reduce moves nothing, on every rank alike.
-// Collectives, in this order on every rank: allgather_counts, allgather_list, allreduce_sum.
+// Collectives, in this order on every rank: allgather_counts, allgather_list, allreduce_sum (or
+// allreduce_sum_16 with 16-bit values).
 #pragma once
 
 #include <cstdint>
@@ -35,18 +36,26 @@ struct ExchangeBuffers {
 // times.allreduce.
 void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     std::span<const std::int64_t> riders, comm::Communicator& comm,
-                    comm::GatherMode mode, SparseResult& out, StepStats& stats,
-                    ExchangeBuffers& bufs);
+                    comm::GatherMode mode, core::ValueFormat values, SparseResult& out,
+                    StepStats& stats, ExchangeBuffers& bufs);
+
+// The values' all-reduce every sparsifier ends with (--values): with kFp32, out.values summed as
+// float32; with kFp16 or kBf16, each value first rounded to the format on this rank, then summed
+// on the wire as 16-bit words (Communicator::allreduce_sum_16). Sets out.values_format, from which
+// error feedback keeps acc - round(acc) in the residual at each sent index (error_feedback.hpp).
+// Throws DataError if a value overflows fp16 (|value| >= 65520), naming it: the residual could not
+// keep acc - Inf; bf16 has float32's range.
+void allreduce_values(comm::Communicator& comm, core::ValueFormat values, SparseResult& out);
 
 // Rank r's riders from the last exchange_union.
 std::span<const std::int64_t> riders_of(const ExchangeBuffers& bufs, int r);
 
-// exchange_union for the threshold estimators (SIDCo, Gaussian-k): this worker's threshold rides
-// with its count, so every rank sets stats.threshold to the same mean over the workers.
+// exchange_union for the threshold estimators (SIDCo, Gaussian-k, DGC): this worker's threshold
+// rides with its count, so every rank sets stats.threshold to the same mean over the workers.
 void exchange_union_with_threshold(std::span<const float> acc, std::span<const Index> mine,
                                    double threshold, comm::Communicator& comm,
-                                   comm::GatherMode mode, SparseResult& out, StepStats& stats,
-                                   ExchangeBuffers& bufs);
+                                   comm::GatherMode mode, core::ValueFormat values,
+                                   SparseResult& out, StepStats& stats, ExchangeBuffers& bufs);
 
 // Union of `counts.size()` consecutive sorted lists (lists[0 .. counts[0]), then the next, ...),
 // written sorted ascending without duplicates into out. Pairwise merges: O(total log lists).

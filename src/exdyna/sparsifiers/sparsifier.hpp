@@ -25,6 +25,9 @@ struct SparseResult {
   bool dense = false;
   std::vector<Index> indices;  // gathered indices, identical order on every rank, no duplicates
   std::vector<float> values;   // values[j] = sum over workers of acc_w[indices[j]]
+  // The format the values were sent in (--values): each worker sent round(acc_w) in it, so error
+  // feedback keeps acc - round(acc) at the sent indices. Set by allreduce_values.
+  core::ValueFormat values_format = core::ValueFormat::kFp32;
 };
 
 // The largest iteration counter a saved state may hold: far beyond any run (2^40 steps), and it

@@ -19,7 +19,7 @@ void TopK::step(std::span<const float> acc, comm::Communicator& comm, SparseResu
   stats.times.select += sw.lap();
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
-  exchange_union(acc, mine_, {}, comm, cfg_.gather_mode, out, stats, bufs_);
+  exchange_union(acc, mine_, {}, comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
   ++iteration_;
 }
 

@@ -27,6 +27,7 @@ nlohmann::json options_json(const TrainOptions& o, int world) {
   j["sparsifier"] = o.sparsifier;
   j["density"] = o.sparse.density;
   j["gather_mode"] = comm::to_string(o.sparse.gather_mode);
+  j["values"] = core::to_string(o.sparse.values);
   j["controller"] = core::to_string(o.sparse.exdyna.controller);
   j["balance"] = core::to_string(o.sparse.exdyna.balance);
   j["workers"] = world;

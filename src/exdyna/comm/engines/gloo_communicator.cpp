@@ -246,6 +246,27 @@ class GlooCommunicator final : public Communicator {
   void do_allreduce_f64(std::span<double> data) override {
     allreduce(data.data(), data.size(), at::kDouble);
   }
+  // 16-bit values go through gloo::allreduce on the group's context on both paths: c10d's
+  // ProcessGroupGloo 1.13 reduces kHalf but not kBFloat16, and one reduction for both formats
+  // (core::add_bits16: each pair added in float32, rounded back) keeps fp16 and bf16 alike.
+  void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
+    if (data.empty()) return;
+    direct("allreduce_sum", [&](std::uint32_t tag) {
+      ::gloo::AllreduceOptions o(pg_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setOutput(data.data(), data.size());
+      o.setReduceFunction([f](void* c, const void* a, const void* b, std::size_t n) {
+        // c may alias a: each element is read before it is written.
+        auto* out = static_cast<std::uint16_t*>(c);
+        const auto* x = static_cast<const std::uint16_t*>(a);
+        const auto* y = static_cast<const std::uint16_t*>(b);
+        for (std::size_t i = 0; i < n; ++i)
+          out[i] = core::to_bits16(core::from_bits16(x[i], f) + core::from_bits16(y[i], f), f);
+      });
+      ::gloo::allreduce(o);
+    });
+  }
 
   void do_broadcast(std::span<std::byte> data, int root) override {
     if (data.empty()) return;

@@ -25,6 +25,17 @@ std::string mpi_error_string(int code) {
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
+// The user-defined reductions of 16-bit values (MPI has no fp16/bf16 type): the words travel as
+// MPI_UINT16_T and each pair is added in float32 and rounded back (core::add_bits16).
+void sum_fp16(void* in, void* inout, int* len, MPI_Datatype*) {
+  core::add_bits16(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
+                   static_cast<std::size_t>(*len), core::ValueFormat::kFp16);
+}
+void sum_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
+  core::add_bits16(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
+                   static_cast<std::size_t>(*len), core::ValueFormat::kBf16);
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(std::chrono::milliseconds timeout) {
@@ -55,6 +66,8 @@ class MpiCommunicator final : public Communicator {
       MPI_Abort(MPI_COMM_WORLD, 2);
       return;
     }
+    for (MPI_Op* op : {&op_fp16_, &op_bf16_})
+      if (*op != MPI_OP_NULL) MPI_Op_free(op);
     MPI_Comm_free(&comm_);
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -126,6 +139,13 @@ class MpiCommunicator final : public Communicator {
   void do_allreduce_f64(std::span<double> data) override {
     allreduce(data.data(), data.size(), MPI_DOUBLE);
   }
+  void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
+    MPI_Op& op = f == core::ValueFormat::kFp16 ? op_fp16_ : op_bf16_;
+    if (op == MPI_OP_NULL)  // commutative: MPI may reorder, every rank still gets one result
+      check(MPI_Op_create(f == core::ValueFormat::kFp16 ? &sum_fp16 : &sum_bf16, 1, &op),
+            "allreduce_sum");
+    allreduce(data.data(), data.size(), MPI_UINT16_T, op);
+  }
 
   void do_broadcast(std::span<std::byte> data, int root) override {
     for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
@@ -145,12 +165,11 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <typename T>
-  void allreduce(T* data, std::size_t n, MPI_Datatype type) {
+  void allreduce(T* data, std::size_t n, MPI_Datatype type, MPI_Op op = MPI_SUM) {
     for (std::size_t off = 0; off < n; off += kMaxChunk) {
       const std::size_t len = std::min(kMaxChunk, n - off);
       MPI_Request req;
-      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, static_cast<int>(len), type, MPI_SUM, comm_,
-                           &req),
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, static_cast<int>(len), type, op, comm_, &req),
             "allreduce_sum");
       wait(req, "allreduce_sum");
     }
@@ -206,6 +225,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op op_fp16_ = MPI_OP_NULL, op_bf16_ = MPI_OP_NULL;
   int rank_ = 0;
   int size_ = 1;
   bool own_init_ = false;

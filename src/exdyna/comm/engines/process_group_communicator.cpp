@@ -83,6 +83,22 @@ class ProcessGroupCommunicator final : public Communicator {
   void do_allreduce_f64(std::span<double> data) override {
     allreduce(data.data(), data.size(), at::kDouble);
   }
+  // A generic group has no 16-bit sum we can define (c10d's ReduceOp is fixed, and Gloo 1.13 has
+  // no kBFloat16): the 16-bit words are all-gathered (padded path: equal sizes, one allgather) and
+  // summed in rank order with core::add_bits16. That moves size() * 2 bytes per value, and the
+  // byte counts say so (allreduce_sum_16 already counted 2).
+  void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
+    if (data.empty()) return;
+    const auto n = static_cast<std::int64_t>(data.size());
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), n);
+    gathered16_.resize(data.size() * counts.size());
+    padded_allgather(data.data(), sizeof(std::uint16_t), counts, gathered16_.data());
+    std::copy(gathered16_.begin(), gathered16_.begin() + n, data.begin());
+    for (int r = 1; r < size(); ++r)
+      core::add_bits16(data.data(), gathered16_.data() + static_cast<std::size_t>(r * n),
+                       data.size(), f);
+    add_allreduce_bytes(static_cast<std::uint64_t>(size() - 1) * data.size_bytes());
+  }
 
   void do_broadcast(std::span<std::byte> data, int root) override {
     if (data.empty()) return;
@@ -163,6 +179,7 @@ class ProcessGroupCommunicator final : public Communicator {
   std::uint64_t seq_ = 0;
   std::string failure_;
   std::vector<std::byte> send_, recv_;
+  std::vector<std::uint16_t> gathered16_;
 };
 
 }  // namespace
