@@ -181,11 +181,14 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
   return {0, 0};
 }
 
-std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
-                     const LadderGrid& grid, int rung, std::int64_t quota) {
+std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
+                     int rung, std::int64_t quota) {
   EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "ladder cut at rung ", rung, "; expected 0..",
                    grid.rungs - 1);
   EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
+  // Bin >= rung is |x| >= value(rung) exactly (the rungs are floats of the grid, and the
+  // candidates hold no NaN): drop the rest first, so the passes below see about k_i plus one bin.
+  count = keep_pairs_at_least(idx, abs, count, grid.value(rung));
   const int shift = 23 - grid.mant_bits;
   const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
   // Inside the bin, the next (up to) 8 mantissa bits order the values into 256 sub-bins, each

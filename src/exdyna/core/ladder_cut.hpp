@@ -69,9 +69,11 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
 // One worker's part of the cut: keeps, in place and in index order, the candidates (idx, abs from
 // collect_ladder_candidates with `grid`) whose bin lies above `rung`, and the `quota` largest of
 // bin `rung`, resolved to 1/256 of the bin (values closer than that: the lower index first).
-// Returns how many are kept. Two branch-free passes over the candidates, no sort.
-std::size_t take_cut(std::uint32_t* idx, const float* abs, std::size_t count,
-                     const LadderGrid& grid, int rung, std::int64_t quota);
+// Returns how many are kept. First a vector compaction of idx and abs to the candidates at or
+// above the bin (keep_pairs_at_least: abs is scratch afterwards), then two branch-free passes
+// over those only, no sort: the candidates below the cut, often most of them, cost one compare.
+std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
+                     int rung, std::int64_t quota);
 
 // Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),

@@ -450,6 +450,85 @@ std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t coun
   return c;
 }
 
+namespace {
+
+std::size_t keep_pairs_tail(std::uint32_t* idx, float* abs, std::size_t i, std::size_t count,
+                            float threshold, std::size_t c) {
+  for (; i < count; ++i) {
+    const float a = abs[i];
+    idx[c] = idx[i];
+    abs[c] = a;
+    c += a >= threshold;  // branch-free, as in keep_at_least
+  }
+  return c;
+}
+
+#if defined(__SSE2__)
+// In place: every vector of a group is loaded before any store, and a store at c <= i writes no
+// further than the group's own last lane, so nothing unread is overwritten.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) std::size_t keep_pairs_avx512(std::uint32_t* idx, float* abs,
+                                                                 std::size_t count,
+                                                                 float threshold) {
+  const __m512 thr = _mm512_set1_ps(threshold);
+  std::size_t c = 0, i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m512 a0 = _mm512_loadu_ps(abs + i), a1 = _mm512_loadu_ps(abs + i + 16);
+    const __m512i x0 = _mm512_loadu_si512(idx + i), x1 = _mm512_loadu_si512(idx + i + 16);
+    const __mmask16 k0 = _mm512_cmp_ps_mask(a0, thr, _CMP_GE_OQ);
+    const __mmask16 k1 = _mm512_cmp_ps_mask(a1, thr, _CMP_GE_OQ);
+    _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(k0, x0));
+    _mm512_storeu_ps(abs + c, _mm512_maskz_compress_ps(k0, a0));
+    c += static_cast<std::size_t>(__builtin_popcount(k0));
+    _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(k1, x1));
+    _mm512_storeu_ps(abs + c, _mm512_maskz_compress_ps(k1, a1));
+    c += static_cast<std::size_t>(__builtin_popcount(k1));
+  }
+  return keep_pairs_tail(idx, abs, i, count, threshold, c);
+}
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2"))) std::size_t keep_pairs_avx2(std::uint32_t* idx, float* abs,
+                                                            std::size_t count, float threshold) {
+  const __m256 thr = _mm256_set1_ps(threshold);
+  std::size_t c = 0, i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 a = _mm256_loadu_ps(abs + i);
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + i));
+    const auto m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, thr, _CMP_GE_OQ)));
+    const __m256i lanes =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kLut8.lanes[m])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + c), _mm256_permutevar8x32_epi32(x, lanes));
+    _mm256_storeu_ps(abs + c, _mm256_permutevar8x32_ps(a, lanes));
+    c += static_cast<std::size_t>(__builtin_popcount(m));
+  }
+  return keep_pairs_tail(idx, abs, i, count, threshold, c);
+}
+#endif
+
+}  // namespace
+
+std::size_t keep_pairs_at_least_with(SelectKernel k, std::uint32_t* idx, float* abs,
+                                     std::size_t count, float threshold) {
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  switch (k) {
+#if defined(__SSE2__)
+    case SelectKernel::kAvx512:
+      return keep_pairs_avx512(idx, abs, count, threshold);
+    case SelectKernel::kAvx2:
+      return keep_pairs_avx2(idx, abs, count, threshold);
+#endif
+    default:
+      return keep_pairs_tail(idx, abs, 0, count, threshold, 0);
+  }
+}
+
+std::size_t keep_pairs_at_least(std::uint32_t* idx, float* abs, std::size_t count,
+                                float threshold) {
+  return keep_pairs_at_least_with(select_kernel_in_use(), idx, abs, count, threshold);
+}
+
 std::size_t select_threshold_ladder_with(SelectKernel k, std::span<const float> part,
                                          float threshold, std::uint32_t offset, std::uint32_t* out,
                                          const LadderGrid& grid, std::int64_t* bins,

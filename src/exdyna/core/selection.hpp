@@ -70,6 +70,15 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
 // Keeps, in place and in order, the candidates with abs >= threshold; returns how many.
 std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count, float threshold);
 
+// The same, compacting abs alongside idx (both in place, in order): what take_cut runs first, so
+// that its sub-bin passes see only the candidates at or above the cut's bin (issue 12: on real
+// gradients the ladder's candidates were 10-100x a worker's k_i, and take_cut's two passes over
+// all of them cost more than the selection pass itself). Vector kernels as in
+// collect_ladder_candidates; entries past the returned count hold scratch.
+std::size_t keep_pairs_at_least(std::uint32_t* idx, float* abs, std::size_t count, float threshold);
+std::size_t keep_pairs_at_least_with(SelectKernel k, std::uint32_t* idx, float* abs,
+                                     std::size_t count, float threshold);
+
 // select_threshold and the ladder's bins of the same values: collect_ladder_candidates, then
 // keep_at_least(threshold). abs_scratch needs room for part.size() floats.
 std::size_t select_threshold_ladder(std::span<const float> part, float threshold,

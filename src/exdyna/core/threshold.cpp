@@ -70,6 +70,12 @@ void HistogramController::cap_pressure(bool binds, bool short_of_k) {
     min_down_ = std::max(steady_down_, min_down_ / 2);
 }
 
+void HistogramController::cap_spread(int spread) {
+  const int floor = std::min(wide_down(), 2 * steady_down_);
+  const int target = std::clamp(std::max(spread, 0) + 2 * steady_down_, floor, wide_down());
+  min_down_ = target >= min_down_ ? target : std::max(target, (min_down_ + target) / 2);
+}
+
 void HistogramController::set_min_down(int d) {
   EXDYNA_CHECK_ARG(d >= steady_down_ && d <= wide_down(), "ladder minimum reach ", d,
                    " is not valid; expected ", steady_down_, "..", wide_down());

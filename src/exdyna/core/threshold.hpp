@@ -79,6 +79,11 @@ class HistogramController {
   // cap binds it stays at least half an octave (twice the steady reach); once it no longer binds
   // it halves back towards the steady reach. next_threshold never reaches less than this.
   void cap_pressure(bool binds, bool short_of_k);
+  // After cap_pressure, while the cap binds and the ladders held k: `spread`, how many rungs the
+  // deepest worker's own cut fell below the threshold's rung. The floor follows spread plus half
+  // an octave of margin (twice the steady reach): up at once, down halfway per iteration, never
+  // under cap_pressure's binding floor, never over wide_down().
+  void cap_spread(int spread);
   int min_down() const { return min_down_; }
   void set_min_down(int d);  // from a checkpoint; throws InvalidArgument outside steady..wide
 

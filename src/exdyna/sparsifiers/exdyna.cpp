@@ -239,9 +239,16 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
     // The exact controller under a worker cap: when the cap binds, the other workers' ladders
     // must hold the capped workers' excess too, and at a quarter octave they ran out before k
     // (16 workers, d = 0.01 on the CNN trace: 0.83 d). Reach further below while it binds.
-    if (exact && worker_cap_ > 0)
-      hist_->cap_pressure(std::find(counts_.begin(), counts_.end(), worker_cap_) != counts_.end(),
-                          planned < k_);
+    if (exact && worker_cap_ > 0) {
+      const bool binds = std::find(counts_.begin(), counts_.end(), worker_cap_) != counts_.end();
+      hist_->cap_pressure(binds, planned < k_);
+      // Issue 12: the floor follows the spread the cuts needed (this grid's threshold sits at
+      // rung down()), instead of holding the widest reach for as long as the cap binds: on the
+      // CNN and LSTM traces it held 4 octaves while the cuts fell within half an octave, and
+      // every value in that reach was a candidate the selection wrote and counted.
+      if (binds && planned >= k_)
+        hist_->cap_spread(hist_->down() - deepest_cut_rung(grid.rungs, per_rank));
+    }
     threshold_ = hist_->next_threshold(threshold_, k_, summed_bins_);
   } else {
     threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
@@ -302,16 +309,24 @@ void ExDyna::cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank) 
   // Under a binding cap the workers below it cut deeper than the global threshold: as deep as
   // the deepest worker cut in this (exact) iteration. The next ladders must reach that far below
   // the threshold from the start, or they run short until cap_pressure has widened them.
-  int deepest = grid.rungs - 1;
-  const auto r = static_cast<std::size_t>(grid.rungs);
-  for (int w = 0; w < cfg_.world_size; ++w) {
-    const auto bins = std::span<const std::int64_t>(gather_all_).subspan(w * per_rank + 1, r);
-    deepest = std::min(deepest, core::own_cut(bins, counts_[static_cast<std::size_t>(w)]).first);
-  }
+  const int deepest = deepest_cut_rung(grid.rungs, per_rank);
   const double octaves = std::log2(std::max(1.0, threshold_ / grid.value(deepest)));
   const double fine = std::ceil(octaves * static_cast<double>(1 << hist_->mant_bits()));
   const int reach = hist_->steady_down() + static_cast<int>(std::min<double>(fine, 1 << 20));
   hist_->set_min_down(std::clamp(reach, hist_->steady_down(), hist_->wide_down()));
+}
+
+int ExDyna::deepest_cut_rung(int rungs, std::size_t per_rank) const {
+  int deepest = rungs - 1;
+  const auto r = static_cast<std::size_t>(rungs);
+  for (int w = 0; w < cfg_.world_size; ++w) {
+    const auto bins = std::span<const std::int64_t>(gather_all_).subspan(w * per_rank + 1, r);
+    const auto count = counts_[static_cast<std::size_t>(w)];
+    std::int64_t held = 0;
+    for (const auto b : bins) held += b;
+    if (held >= count) deepest = std::min(deepest, core::own_cut(bins, count).first);
+  }
+  return deepest;
 }
 
 std::vector<std::byte> ExDyna::save_state() const {

@@ -70,6 +70,9 @@ class ExDyna final : public Sparsifier {
   // After the cold iteration under a worker cap: the next ladders' reach below the threshold
   // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
   void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
+  // The lowest rung any worker's own cut reached in this step's gathered ladders (workers whose
+  // ladder holds fewer than their count are skipped: they took everything).
+  int deepest_cut_rung(int rungs, std::size_t per_rank) const;
   // Alg. 1 line 11: all-gathers this worker's count (and ladder) into gather_all_ (per rank: the
   // count, then the R bins) and sums the ladders into summed_bins_.
   void gather_counts(std::int64_t mine, comm::Communicator& comm);

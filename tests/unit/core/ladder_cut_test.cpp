@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <random>
 
@@ -88,7 +89,8 @@ TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
   std::iota(base.begin(), base.end(), 100u);
   auto run = [&](int rung, std::int64_t quota) {
     auto idx = base;
-    const auto c = take_cut(idx.data(), abs.data(), abs.size(), grid, rung, quota);
+    auto a = abs;  // take_cut compacts it alongside idx
+    const auto c = take_cut(idx.data(), a.data(), a.size(), grid, rung, quota);
     idx.resize(c);
     return idx;
   };
@@ -102,6 +104,50 @@ TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
   EXPECT_EQ(run(0, 2), (V{100, 101, 102, 103, 104, 105, 106, 107}));  // bin 0 holds 2
   EXPECT_THROW(run(1, 5), InvalidArgument);                           // more than the bin holds
   EXPECT_THROW(run(5, 0), InvalidArgument);
+}
+
+// Issue 12: most candidates lie far below the cut on real gradients, and take_cut drops them
+// first. Against a reference that orders bin `rung` by sub-bin (1/256 of the bin), then index, on
+// candidates from collect_ladder_candidates over a wide ladder, at many rungs and quotas.
+TEST(LadderCut, TakeCutMatchesTheSubBinOrderWhenMostCandidatesLieBelow) {
+  std::mt19937 rng(5);
+  std::lognormal_distribution<float> g(-6.0f, 2.0f);
+  std::vector<float> part(20000);
+  for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+  const LadderGrid grid{4, ladder_key(1e-5f, 4), 129};  // 16 rungs per octave, 8 octaves
+  std::vector<std::uint32_t> idx0(part.size());
+  std::vector<float> abs0(part.size());
+  std::vector<std::int64_t> bins(129, 0);
+  const auto n = collect_ladder_candidates(part, 7, grid, idx0.data(), abs0.data(), bins.data());
+  ASSERT_GT(n, 1000u);
+  const int shift = 23 - grid.mant_bits;
+  for (int rung : {0, 1, 40, 64, 100, 127, 128}) {
+    for (std::int64_t quota : {std::int64_t{0}, std::int64_t{1}, bins[rung] / 3, bins[rung]}) {
+      // The reference: bins above whole; of bin `rung` the quota largest by sub-bin, then index.
+      std::vector<std::pair<std::uint32_t, std::size_t>> in_bin;  // (sub-bin, position)
+      std::vector<bool> keep(n, false);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto bits = std::bit_cast<std::uint32_t>(abs0[i]);
+        const auto b = std::min<std::uint32_t>((bits >> shift) - grid.lo_key, 128);
+        if (b > static_cast<std::uint32_t>(rung)) keep[i] = true;
+        if (b == static_cast<std::uint32_t>(rung))
+          in_bin.emplace_back((bits >> (shift - 8)) & 255u, i);
+      }
+      ASSERT_EQ(static_cast<std::int64_t>(in_bin.size()), bins[rung]);
+      std::stable_sort(in_bin.begin(), in_bin.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (std::int64_t q = 0; q < quota; ++q)
+        keep[in_bin[static_cast<std::size_t>(q)].second] = true;
+      std::vector<std::uint32_t> want;
+      for (std::size_t i = 0; i < n; ++i)
+        if (keep[i]) want.push_back(idx0[i]);
+      auto idx = idx0;
+      auto abs = abs0;
+      const auto c = take_cut(idx.data(), abs.data(), n, grid, rung, quota);
+      idx.resize(c);
+      EXPECT_EQ(idx, want) << "rung " << rung << " quota " << quota;
+    }
+  }
 }
 
 namespace {

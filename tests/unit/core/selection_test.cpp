@@ -124,3 +124,41 @@ TEST(Selection, KernelInUseIsAvailable) {
   EXPECT_TRUE(select_kernel_available(select_kernel_in_use()));
   EXPECT_TRUE(select_kernel_available(SelectKernel::kScalar));
 }
+
+// take_cut's first step (issue 12): idx and abs compacted together, in place and in order, by
+// every kernel this CPU runs, equal to the one-at-a-time reference at every length.
+TEST(Selection, KeepPairsAtLeastCompactsBothInPlaceOnEveryKernel) {
+  std::mt19937 rng(12);
+  std::exponential_distribution<float> e(1.0f);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 31u, 32u, 33u, 63u, 64u, 65u, 100u, 1000u, 4097u}) {
+    for (float thr : {0.0f, 0.05f, 1.0f, 3.0f, 100.0f}) {
+      std::vector<float> abs(n);
+      for (auto& a : abs) a = e(rng);
+      if (n > 5) abs[n / 2] = thr;  // exactly at the threshold: kept
+      std::vector<std::uint32_t> idx(n);
+      for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(1000 + 3 * i);
+      std::vector<std::uint32_t> ref_idx;
+      std::vector<float> ref_abs;
+      for (std::size_t i = 0; i < n; ++i)
+        if (abs[i] >= thr) {
+          ref_idx.push_back(idx[i]);
+          ref_abs.push_back(abs[i]);
+        }
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        auto i2 = idx;
+        auto a2 = abs;
+        const auto c = keep_pairs_at_least_with(k, i2.data(), a2.data(), n, thr);
+        ASSERT_EQ(c, ref_idx.size()) << to_string(k) << " n " << n << " thr " << thr;
+        i2.resize(c);
+        a2.resize(c);
+        EXPECT_EQ(i2, ref_idx) << to_string(k) << " n " << n << " thr " << thr;
+        EXPECT_EQ(a2, ref_abs) << to_string(k) << " n " << n << " thr " << thr;
+      }
+      auto i3 = idx;
+      auto a3 = abs;
+      EXPECT_EQ(keep_pairs_at_least(i3.data(), a3.data(), n, thr), ref_idx.size());
+    }
+  }
+}

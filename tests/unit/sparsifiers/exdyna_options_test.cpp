@@ -225,6 +225,29 @@ TEST(HistogramController, ReachBelowFollowsTheMovement) {
   EXPECT_THROW(h.set_trend(1.0, 0.0, -1.0), InvalidArgument);
 }
 
+// Issue 12: under a binding cap the reach's floor follows how far below the threshold the
+// deepest worker's cut fell (plus half an octave), up at once and down halfway per iteration,
+// instead of holding its widest for as long as the cap binds.
+TEST(HistogramController, CapFloorFollowsTheCutsSpread) {
+  HistogramController h(129, 16);  // 16 rungs per octave: steady 4, wide 64
+  ASSERT_EQ(h.steady_down(), 4);
+  h.set_min_down(h.wide_down());  // as the cold iteration may leave it
+  h.cap_pressure(true, false);
+  EXPECT_EQ(h.min_down(), 64);  // binding alone never lowers the floor
+  h.cap_spread(4);              // the cuts fell a quarter octave below: target 4 + 8 = 12
+  EXPECT_EQ(h.min_down(), 38);  // halfway down
+  h.cap_spread(4);
+  EXPECT_EQ(h.min_down(), 25);
+  for (int i = 0; i < 10; ++i) h.cap_spread(4);
+  EXPECT_EQ(h.min_down(), 12);
+  h.cap_spread(30);  // a worker cut deeper: up at once
+  EXPECT_EQ(h.min_down(), 38);
+  h.cap_spread(500);  // never past the ladder's lower half
+  EXPECT_EQ(h.min_down(), h.wide_down());
+  for (int i = 0; i < 20; ++i) h.cap_spread(-3);  // the cuts above the threshold: the floor
+  EXPECT_EQ(h.min_down(), 2 * h.steady_down());
+}
+
 TEST(HistogramController, OutsideTheLadderTakesItsEnd) {
   HistogramController h(33, 16);
   std::vector<std::int64_t> bins(33, 0);
