@@ -59,18 +59,11 @@ std::string CltK::fingerprint() const {
 }
 
 std::vector<std::byte> CltK::save_state() const {
-  core::ByteWriter w;
-  w.put(iteration_);
-  return w.take();
+  return save_iteration_state(iteration_);
 }
 
 void CltK::load_state(std::span<const std::byte> state) {
-  core::ByteReader r(state, "cltk state");
-  const auto t = r.get<std::int64_t>();
-  r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "cltk: saved iteration ", t,
-                   " is not valid; expected 0..", kMaxStateIteration);
-  iteration_ = t;
+  iteration_ = load_iteration_state(state, "cltk");
 }
 
 }  // namespace exdyna::sparsifiers

@@ -94,18 +94,11 @@ void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResul
 }
 
 std::vector<std::byte> Dgc::save_state() const {
-  core::ByteWriter w;
-  w.put(iteration_);
-  return w.take();
+  return save_iteration_state(iteration_);
 }
 
 void Dgc::load_state(std::span<const std::byte> state) {
-  core::ByteReader r(state, "dgc state");
-  const auto t = r.get<std::int64_t>();
-  r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "dgc: saved iteration ", t,
-                   " is not valid; expected 0..", kMaxStateIteration);
-  iteration_ = t;
+  iteration_ = load_iteration_state(state, "dgc");
 }
 
 }  // namespace exdyna::sparsifiers

@@ -87,18 +87,11 @@ std::string RandomK::fingerprint() const {
 }
 
 std::vector<std::byte> RandomK::save_state() const {
-  core::ByteWriter w;
-  w.put(iteration_);
-  return w.take();
+  return save_iteration_state(iteration_);
 }
 
 void RandomK::load_state(std::span<const std::byte> state) {
-  core::ByteReader r(state, "randomk state");
-  const auto t = r.get<std::int64_t>();
-  r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "randomk: saved iteration ", t,
-                   " is not valid; expected 0..", kMaxStateIteration);
-  iteration_ = t;
+  iteration_ = load_iteration_state(state, "randomk");
 }
 
 }  // namespace exdyna::sparsifiers

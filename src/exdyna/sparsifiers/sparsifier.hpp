@@ -34,6 +34,12 @@ struct SparseResult {
 // leaves room for every later ++iteration. A larger one is a corrupt state, refused by load_state.
 inline constexpr std::int64_t kMaxStateIteration = std::int64_t{1} << 40;
 
+// The state of a sparsifier whose only memory is its iteration counter (Top-k, CLT-k, Random-k,
+// DGC): 8 bytes. load_iteration_state refuses a state of another length or a counter outside
+// 0..kMaxStateIteration, naming the sparsifier.
+std::vector<std::byte> save_iteration_state(std::int64_t iteration);
+std::int64_t load_iteration_state(std::span<const std::byte> state, std::string_view sparsifier);
+
 // A sparsifier's constructor validates its SparsifierConfig (SparsifierConfig::validate): the
 // one check of the options on the way from a command line or a Python call to a running
 // sparsifier (factory.hpp).

@@ -28,18 +28,11 @@ std::string TopK::fingerprint() const {
 }
 
 std::vector<std::byte> TopK::save_state() const {
-  core::ByteWriter w;
-  w.put(iteration_);
-  return w.take();
+  return save_iteration_state(iteration_);
 }
 
 void TopK::load_state(std::span<const std::byte> state) {
-  core::ByteReader r(state, "topk state");
-  const auto t = r.get<std::int64_t>();
-  r.expect_end();
-  EXDYNA_CHECK_ARG(t >= 0 && t <= kMaxStateIteration, "topk: saved iteration ", t,
-                   " is not valid; expected 0..", kMaxStateIteration);
-  iteration_ = t;
+  iteration_ = load_iteration_state(state, "topk");
 }
 
 }  // namespace exdyna::sparsifiers
