@@ -6,9 +6,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace exdyna::core {
+
+// A threshold estimated in double, as select_threshold compares it: in float, and never 0 (which
+// would select exact zeros): the smallest positive float instead.
+inline float as_compare_threshold(double threshold) {
+  const float f = static_cast<float>(threshold);
+  return f > 0 ? f : std::numeric_limits<float>::denorm_min();
+}
 
 // Writes offset + i for every i with |part[i]| >= threshold, in increasing order, into out
 // (the caller guarantees room for part.size() entries) and returns how many. NaN never passes.

@@ -16,12 +16,6 @@ namespace {
 // At least this many sampled values above the threshold (see dgc.hpp).
 constexpr double kMinSampledAbove = 64;
 
-// Compared in float; a threshold of 0 would select exact zeros, so the smallest positive float.
-float compare_threshold(double thr) {
-  const float f = static_cast<float>(thr);
-  return f > 0 ? f : std::numeric_limits<float>::denorm_min();
-}
-
 // The exact top-k of the `passed` selected elements, written back over indices[0 .. k).
 std::size_t refine(std::span<const float> acc, std::size_t passed, std::size_t k,
                    std::vector<Index>& indices, DgcScratch& s) {
@@ -62,7 +56,8 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(ks - 1),
                    sample.end(), std::greater<float>());
   est.threshold = sample[ks - 1];
-  est.passed = core::select_threshold(acc, compare_threshold(est.threshold), 0, indices.data());
+  est.passed =
+      core::select_threshold(acc, core::as_compare_threshold(est.threshold), 0, indices.data());
   est.count = est.passed;
   if (k > 0 && 3 * est.passed > 4 * k) {
     est.count = refine(acc, est.passed, k, indices, scratch);

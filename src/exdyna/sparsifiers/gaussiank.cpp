@@ -16,12 +16,6 @@ namespace {
 
 constexpr int kMaxCorrections = 3;
 
-// Compared in float; a threshold of 0 would select exact zeros, so the smallest positive float.
-float compare_threshold(double thr) {
-  const float f = static_cast<float>(thr);
-  return f > 0 ? f : std::numeric_limits<float>::denorm_min();
-}
-
 }  // namespace
 
 GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
@@ -43,7 +37,8 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   est.threshold = std::fabs(mu) - sigma * core::normal_quantile(density / 2);
   const double k = std::floor(density * n);
   for (;;) {
-    est.count = core::select_threshold(acc, compare_threshold(est.threshold), 0, indices.data());
+    est.count =
+        core::select_threshold(acc, core::as_compare_threshold(est.threshold), 0, indices.data());
     const double c = static_cast<double>(est.count);
     const bool few = c<2 * k / 3, many = c> 4 * k / 3;
     if ((!few && !many) || est.corrections == kMaxCorrections) break;

@@ -10,17 +10,6 @@
 
 namespace exdyna::sparsifiers {
 
-namespace {
-
-// Thresholds are kept in double and compared in float. A threshold of 0 would select exact
-// zeros; the smallest positive float keeps them out.
-float as_compare_threshold(double eta) {
-  const float f = static_cast<float>(eta);
-  return f > 0 ? f : std::numeric_limits<float>::denorm_min();
-}
-
-}  // namespace
-
 SidcoEstimate sidco_select(std::span<const float> acc, double density, int stages,
                            std::vector<Index>& indices) {
   EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "sidco: density ",
@@ -41,14 +30,14 @@ SidcoEstimate sidco_select(std::span<const float> acc, double density, int stage
   double eta = sum_abs(acc) / static_cast<double>(acc.size()) * log_inv_delta;
   est.stages_run = 1;
   for (int m = 2; m <= stages; ++m) {
-    const float thr_prev = as_compare_threshold(eta);
+    const float thr_prev = core::as_compare_threshold(eta);
     const auto ex = exceedances(acc, thr_prev);
     if (ex.count == 0) break;  // nothing left to fit: keep the last threshold
     eta = static_cast<double>(thr_prev) + ex.sum / static_cast<double>(ex.count) * log_inv_delta;
     est.stages_run = m;
   }
   est.threshold = eta;
-  est.count = core::select_threshold(acc, as_compare_threshold(eta), 0, indices.data());
+  est.count = core::select_threshold(acc, core::as_compare_threshold(eta), 0, indices.data());
   return est;
 }
 

@@ -65,7 +65,8 @@ TEST(Factory, BadOptionsAreRefusedNamingTheValue) {
     // What the factory binds is validated too.
     expect_error<InvalidArgument>([&] { make_error_feedback(name, opt, 97, 3, 3, reg); },
                                   {"rank 3", "[0, 3)"});
-    expect_error<InvalidArgument>([&] { make_error_feedback(name, opt, 0, 1, 0, reg); }, {"n_g (--n-grad) 0"});
+    expect_error<InvalidArgument>([&] { make_error_feedback(name, opt, 0, 1, 0, reg); },
+                                  {"n_g (--n-grad) 0"});
   }
 }
 
