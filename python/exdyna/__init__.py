@@ -52,7 +52,8 @@ class Sparsifier:
     "bf16"), blocks, min_blk, blk_move,
     alpha, beta, gamma, initial_threshold, controller ("paper" | "histogram" | "exact"), balance
     ("paper" | "exact"), worker_cap ("auto" | "none" | factor), ladder_rungs, ladder_span,
-    hard_threshold, sidco_stages, randomk_seed, dgc_sample, measure_global_error (bool), timeout
+    hard_threshold, sidco_stages, randomk_seed, dgc_sample, oktopk_period, oktopk_repartition,
+    measure_global_error (bool), timeout
     (seconds). The defaults are `exdyna train`'s: controller="exact", balance="exact", worker_cap="auto".
 
     Every rank of the group must call step() in the same order with gradients of the same length.

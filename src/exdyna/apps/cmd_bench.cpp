@@ -9,6 +9,10 @@
 //                      algbw = payload / time, busbw = algbw * (n-1)/n, so padding shows up as a
 //                      lower bandwidth.
 //   broadcast          float buffer of `size` bytes from rank 0;  busbw = algbw
+//   alltoall           index lists of uneven lengths from every rank to every rank (rank r sends
+//                      rank j a share proportional to (j - r) mod n + 1; Ok-Topk's sparse
+//                      reduce-scatter); size = what one rank sends, its own list included,
+//                      busbw = algbw * (n-1)/n
 // The operations are one table (kOps: name, bus factor, set-up, run, check) behind one harness
 // (time_op), as nccl-tests has one test per collective behind its common driver.
 #include <algorithm>
@@ -35,7 +39,8 @@ struct BenchCommOptions {
   int warmup = 3;
   bool check = false;
   bool balanced = false;
-  std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast"};
+  std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast",
+                               "alltoall"};
 };
 
 std::uint64_t parse_size(const std::string& s, const char* opt) {
@@ -92,7 +97,8 @@ struct OpRun {
   bool balanced = false;
   std::vector<float> f;
   std::vector<std::uint32_t> mine, out;
-  std::vector<std::int64_t> counts;  // all-gathers: every rank's list length
+  std::vector<std::int64_t> counts;  // all-gathers: every rank's list length; all-to-all: mine
+  std::vector<std::int64_t> recv_counts;
 };
 
 // Rank r's value at position i in the float operations: small integers, exact in float sums.
@@ -162,6 +168,43 @@ std::int64_t check_broadcast(const OpRun& op) {
   return wrong;
 }
 
+// Rank r's list for rank j is share (j - r) mod n of rank_counts: every rank sends the same total,
+// and every pair a different length.
+std::int64_t alltoall_count(const OpRun& op, int from, int to) {
+  const auto shares = rank_counts(op.count, op.n, op.balanced);
+  return shares[static_cast<std::size_t>(((to - from) % op.n + op.n) % op.n)];
+}
+void setup_alltoall(OpRun& op) {
+  op.counts.resize(static_cast<std::size_t>(op.n));
+  for (int j = 0; j < op.n; ++j)
+    op.counts[static_cast<std::size_t>(j)] = alltoall_count(op, op.r, j);
+  op.mine.resize(static_cast<std::size_t>(op.count));
+  for (std::size_t p = 0; p < op.mine.size(); ++p)
+    op.mine[p] = index_of(op.r, static_cast<std::int64_t>(p));
+  std::fill(op.out.begin(), op.out.end(), 0xffffffffu);
+}
+void run_alltoall(OpRun& op) {
+  op.c.alltoall_list(std::span<const std::uint32_t>(op.mine), op.counts, op.out, op.recv_counts);
+}
+// From rank q: its elements at the positions of its list for this rank, in order.
+std::int64_t check_alltoall(const OpRun& op) {
+  std::int64_t wrong = 0;
+  std::size_t pos = 0;
+  for (int q = 0; q < op.n; ++q) {
+    std::int64_t first = 0;
+    for (int j = 0; j < op.r; ++j) first += alltoall_count(op, q, j);
+    const std::int64_t len = alltoall_count(op, q, op.r);
+    if (op.recv_counts.size() != static_cast<std::size_t>(op.n) ||
+        op.recv_counts[static_cast<std::size_t>(q)] != len)
+      ++wrong;
+    for (std::int64_t j = 0; j < len; ++j, ++pos)
+      if (pos >= op.out.size() || op.out[pos] != index_of(q, first + j)) ++wrong;
+  }
+  if (op.out.size() != pos)
+    wrong += std::abs(static_cast<std::int64_t>(op.out.size()) - static_cast<std::int64_t>(pos));
+  return wrong;
+}
+
 double ring_allreduce_factor(int n) {
   return n > 1 ? 2.0 * (n - 1) / n : 1;
 }
@@ -181,6 +224,7 @@ const BenchOp kOps[] = {
      check_allgather},
     {"broadcast", one, setup_broadcast,
      [](OpRun& op) { op.c.broadcast_values(std::span<float>(op.f), 0); }, check_broadcast},
+    {"alltoall", allgather_factor, setup_alltoall, run_alltoall, check_alltoall},
 };
 
 std::string op_names() {

@@ -55,6 +55,8 @@ constexpr Tuning kTuning[] = {
     {"--sidco-stages", "sidco"},
     {"--randomk-seed", "randomk"},
     {"--dgc-sample", "dgc"},
+    {"--oktopk-period", "oktopk"},
+    {"--oktopk-repartition", "oktopk"},
 };
 
 }  // namespace
@@ -92,6 +94,14 @@ void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefault
          "--dgc-sample", s.config.dgc.sample,
          "DGC: fraction of the gradient sampled for its threshold (at least 64 / d values)")
       ->check(positive_at_most(1))
+      ->capture_default_str();
+  sub->add_option("--oktopk-period", s.config.oktopk.period,
+                  "Ok-Topk: iterations between exact re-evaluations of its thresholds")
+      ->check(int_at_least(1))
+      ->capture_default_str();
+  sub->add_option("--oktopk-repartition", s.config.oktopk.repartition,
+                  "Ok-Topk: iterations between recomputations of the regions' boundaries")
+      ->check(int_at_least(1))
       ->capture_default_str();
 }
 

@@ -3,7 +3,7 @@
 // was parsed into the sparsifier's name and a SparsifierConfig (n_g, world size and rank are bound
 // later, per worker: sparsifiers/factory.hpp).
 //   --sparsifier, --density, --gather (alias --gather-mode), --values, --hard-threshold,
-//   --sidco-stages, --randomk-seed, --dgc-sample,
+//   --sidco-stages, --randomk-seed, --dgc-sample, --oktopk-period, --oktopk-repartition,
 //   ExDyna: --blocks, --min-blk, --initial-threshold, --controller, --balance, --worker-cap
 // All but the first two tune a sparsifier without choosing it: `exdyna compare`, whose labels
 // choose the sparsifier and whose --density is an axis of the matrix, takes only those

@@ -13,15 +13,17 @@ struct ByteCounts {
   std::uint64_t allgather_indices = 0;  // all-gather of index lists (padded or exact)
   std::uint64_t allreduce = 0;          // all-reduce of values
   std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
+  std::uint64_t alltoall = 0;           // all-to-all lists, the part sent to other ranks (Ok-Topk)
   std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
   std::uint64_t total() const {
-    return allgather_counts + allgather_indices + allreduce + broadcast;
+    return allgather_counts + allgather_indices + allreduce + broadcast + alltoall;
   }
   ByteCounts& operator+=(const ByteCounts& o) {
     allgather_counts += o.allgather_counts;
     allgather_indices += o.allgather_indices;
     allreduce += o.allreduce;
     broadcast += o.broadcast;
+    alltoall += o.alltoall;
     padded_elements += o.padded_elements;
     return *this;
   }
@@ -30,6 +32,7 @@ struct ByteCounts {
     a.allgather_indices -= b.allgather_indices;
     a.allreduce -= b.allreduce;
     a.broadcast -= b.broadcast;
+    a.alltoall -= b.alltoall;
     a.padded_elements -= b.padded_elements;
     return a;
   }

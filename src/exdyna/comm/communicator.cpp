@@ -51,6 +51,56 @@ void Communicator::count_allgatherv(std::size_t elem_size, std::span<const std::
   }
 }
 
+namespace {
+// Sum of counts, checking that each is in 0 .. 2^40: a peer's corrupt or hostile count must not
+// become an allocation.
+std::int64_t checked_total(std::span<const std::int64_t> counts, const char* what) {
+  std::int64_t total = 0;
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    if (counts[j] < 0 || counts[j] > (std::int64_t{1} << 40))
+      throw InvalidArgument(detail::concat("alltoall_list: ", what, " ", counts[j], " for rank ", j,
+                                           " is not valid; expected 0 .. 2^40"));
+    total += counts[j];
+  }
+  return total;
+}
+}  // namespace
+
+std::int64_t Communicator::exchange_alltoall_counts(std::size_t elem_size, std::size_t send_size,
+                                                    std::span<const std::int64_t> send_counts,
+                                                    std::vector<std::int64_t>& recv_counts) {
+  EXDYNA_CHECK_ARG(send_counts.size() == static_cast<std::size_t>(size()),
+                   "alltoall_list: ", send_counts.size(), " counts given, expected one per rank (",
+                   size(), ")");
+  checked_total(send_counts, "send count");
+  recv_counts.assign(static_cast<std::size_t>(size()), 0);
+  bytes_.allgather_counts += recv_counts.size() * sizeof(std::int64_t);
+  do_alltoall_i64(send_counts, recv_counts);
+  for (std::size_t j = 0; j < recv_counts.size(); ++j)
+    if (recv_counts[j] < 0 || recv_counts[j] > (std::int64_t{1} << 40))
+      throw CommError(detail::concat("alltoall_list: rank ", j, " announced ", recv_counts[j],
+                                     " elements for rank ", rank(), "; expected 0 .. 2^40"));
+  return count_alltoall(elem_size, send_size, send_counts, recv_counts);
+}
+
+std::int64_t Communicator::count_alltoall(std::size_t elem_size, std::size_t send_size,
+                                          std::span<const std::int64_t> send_counts,
+                                          std::span<const std::int64_t> recv_counts) {
+  const auto n = static_cast<std::size_t>(size());
+  EXDYNA_CHECK_ARG(send_counts.size() == n && recv_counts.size() == n,
+                   "alltoall_list: ", send_counts.size(), " send and ", recv_counts.size(),
+                   " receive counts given, expected one per rank (", n, ")");
+  const auto sent = checked_total(send_counts, "send count");
+  EXDYNA_CHECK_ARG(static_cast<std::size_t>(sent) == send_size, "alltoall_list: rank ", rank(),
+                   " sends ", send_size, " elements but its counts add up to ", sent);
+  const auto mine = send_counts[static_cast<std::size_t>(rank())];
+  EXDYNA_CHECK_ARG(recv_counts[static_cast<std::size_t>(rank())] == mine, "alltoall_list: rank ",
+                   rank(), " sends itself ", mine, " elements but expects ",
+                   recv_counts[static_cast<std::size_t>(rank())]);
+  bytes_.alltoall += static_cast<std::uint64_t>(sent - mine) * elem_size;
+  return checked_total(recv_counts, "receive count");
+}
+
 void Communicator::allreduce_sum(std::span<float> data) {
   bytes_.allreduce += data.size_bytes();
   do_allreduce_f32(data);

@@ -45,6 +45,23 @@ class Communicator {
   void allgather_list(std::span<const T> mine, std::span<const std::int64_t> counts,
                       GatherMode mode, std::vector<T>& out);
 
+  // All-to-all of variable-length lists (Ok-Topk's sparse reduce-scatter and its balancing).
+  // send holds the lists for ranks 0 .. size()-1 one after another, send_counts[j] elements for
+  // rank j. On return recv holds the lists every rank sent to this one, concatenated in rank
+  // order, and recv_counts[j] the number of elements rank j sent. Two collectives: an all-to-all of
+  // the counts (one int64 per rank, counted in allgather_counts as size() * 8 bytes), then of the
+  // lists (counted in alltoall: the elements this rank sends to the OTHER ranks; its own list
+  // does not travel).
+  template <typename T>
+  void alltoall_list(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                     std::vector<T>& recv, std::vector<std::int64_t>& recv_counts);
+  // The same when every rank already knows what it receives (recv_counts[j] from rank j, e.g.
+  // computed from all-gathered counts): one collective, the lists'. Ranks must agree: rank j's
+  // send_counts[i] equal to rank i's recv_counts[j].
+  template <typename T>
+  void alltoall_list_known(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                           std::span<const std::int64_t> recv_counts, std::vector<T>& recv);
+
   // In-place sum over ranks.
   void allreduce_sum(std::span<float> data);
   void allreduce_sum(std::span<double> data);
@@ -82,6 +99,14 @@ class Communicator {
                              std::span<const std::int64_t> counts, GatherMode mode, void* out) = 0;
   virtual void do_allgather_i64(std::span<const std::int64_t> mine,
                                 std::span<std::int64_t> out) = 0;
+  // send[j] goes to rank j, recv[j] comes from rank j (one int64 each).
+  virtual void do_alltoall_i64(std::span<const std::int64_t> send,
+                               std::span<std::int64_t> recv) = 0;
+  // send: send_counts[j] elements of elem_size bytes for rank j, in rank order; recv has room for
+  // sum(recv_counts) elements and receives recv_counts[j] elements from rank j, in rank order.
+  virtual void do_alltoallv(const void* send, std::size_t elem_size,
+                            std::span<const std::int64_t> send_counts,
+                            std::span<const std::int64_t> recv_counts, void* recv) = 0;
   virtual void do_allreduce_f32(std::span<float> data) = 0;
   virtual void do_allreduce_f64(std::span<double> data) = 0;
   // data holds the 16-bit words of format f; on return, their sum (see allreduce_sum_16). Every
@@ -96,6 +121,15 @@ class Communicator {
  private:
   void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
                         GatherMode mode, std::size_t mine);
+  // Checks send_counts, exchanges them into recv_counts and counts the bytes; returns the
+  // number of elements this rank receives.
+  std::int64_t exchange_alltoall_counts(std::size_t elem_size, std::size_t send_size,
+                                        std::span<const std::int64_t> send_counts,
+                                        std::vector<std::int64_t>& recv_counts);
+  // Checks both count lists and counts the bytes; returns the number of elements received.
+  std::int64_t count_alltoall(std::size_t elem_size, std::size_t send_size,
+                              std::span<const std::int64_t> send_counts,
+                              std::span<const std::int64_t> recv_counts);
   ByteCounts bytes_;
   std::vector<std::uint16_t> wire16_;
   std::chrono::milliseconds timeout_{300'000};
@@ -110,6 +144,26 @@ void Communicator::allgather_list(std::span<const T> mine, std::span<const std::
   for (auto c : counts) total += c;
   out.resize(static_cast<std::size_t>(total));
   do_allgatherv(mine.data(), sizeof(T), counts, mode, out.data());
+}
+
+template <typename T>
+void Communicator::alltoall_list(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                                 std::vector<T>& recv, std::vector<std::int64_t>& recv_counts) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const auto total = exchange_alltoall_counts(sizeof(T), send.size(), send_counts, recv_counts);
+  recv.resize(static_cast<std::size_t>(total));
+  do_alltoallv(send.data(), sizeof(T), send_counts, recv_counts, recv.data());
+}
+
+template <typename T>
+void Communicator::alltoall_list_known(std::span<const T> send,
+                                       std::span<const std::int64_t> send_counts,
+                                       std::span<const std::int64_t> recv_counts,
+                                       std::vector<T>& recv) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const auto total = count_alltoall(sizeof(T), send.size(), send_counts, recv_counts);
+  recv.resize(static_cast<std::size_t>(total));
+  do_alltoallv(send.data(), sizeof(T), send_counts, recv_counts, recv.data());
 }
 
 }  // namespace exdyna::comm

@@ -90,6 +90,36 @@ class LocalCommunicator final : public Communicator {
     s_->rendezvous(rank_, "allgather_counts (leave)", timeout());
   }
 
+  void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override {
+    publish(send.data(), "alltoall_counts");
+    for (int r = 0; r < size(); ++r)
+      recv[static_cast<std::size_t>(r)] =
+          static_cast<const std::int64_t*>(s_->slots[static_cast<std::size_t>(r)])[rank_];
+    s_->rendezvous(rank_, "alltoall_counts (leave)", timeout());
+  }
+
+  // Each rank publishes its outbox (data and counts); every receiver copies its part of each.
+  struct Outbox {
+    const std::byte* data;
+    const std::int64_t* counts;
+  };
+  void do_alltoallv(const void* send, std::size_t elem_size,
+                    std::span<const std::int64_t> send_counts,
+                    std::span<const std::int64_t> recv_counts, void* recv) override {
+    const Outbox mine{static_cast<const std::byte*>(send), send_counts.data()};
+    publish(&mine, "alltoall_list");
+    auto* dst = static_cast<std::byte*>(recv);
+    for (int r = 0; r < size(); ++r) {
+      const auto* box = static_cast<const Outbox*>(s_->slots[static_cast<std::size_t>(r)]);
+      std::size_t off = 0;
+      for (int j = 0; j < rank_; ++j) off += static_cast<std::size_t>(box->counts[j]);
+      const auto n = static_cast<std::size_t>(recv_counts[static_cast<std::size_t>(r)]) * elem_size;
+      if (n) std::memcpy(dst, box->data + off * elem_size, n);
+      dst += n;
+    }
+    s_->rendezvous(rank_, "alltoall_list (leave)", timeout());
+  }
+
   void do_allreduce_f32(std::span<float> data) override {
     reduce(data, scratch_f32_, "allreduce_sum");
   }

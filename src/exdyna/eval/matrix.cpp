@@ -306,6 +306,10 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
     ag += (counts > 0 ? t.time_s("allgather-exact", counts / w) : 0) +
           (idx > 0 ? t.time_s(gather_op, idx / w) : 0);
     ar += t.time_s("allreduce", s.col.at("bytes_allreduce")[i]);
+    // Ok-Topk's all-to-alls: m bytes to the other ranks go in W - 1 rounds of m / (W - 1), what
+    // a ring all-gather of blocks of that size costs.
+    const double a2a = s.col.at("bytes_alltoall")[i];
+    if (a2a > 0 && w > 1) ar += t.time_s("allgather-exact", a2a / (w - 1));
     bc += t.time_s("broadcast", s.col.at("bytes_broadcast")[i]);
   }
   const double n = static_cast<double>(s.rows);

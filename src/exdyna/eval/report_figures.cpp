@@ -75,8 +75,8 @@ std::string lines_of_columns(std::size_t n) {
 
 std::vector<std::string> ordered_labels(std::vector<std::string> labels) {
   static const std::vector<std::string> order = {
-      "dense",     "topk",    "cltk", "hard-threshold", "sidco",
-      "gaussiank", "randomk", "dgc",  "exdyna-paper",   "exdyna-exact"};
+      "dense",   "topk", "cltk",   "hard-threshold", "sidco",       "gaussiank",
+      "randomk", "dgc",  "oktopk", "exdyna-paper",   "exdyna-exact"};
   auto rank = [&](const std::string& l) {
     const auto it = std::find(order.begin(), order.end(), l);
     return it == order.end() ? order.size() : static_cast<std::size_t>(it - order.begin());

@@ -40,7 +40,7 @@ bool is_exdyna(std::string_view s) {
   return s == "exdyna";
 }
 bool is_topk_like(std::string_view s) {
-  return s != "dense" && s != "cltk" && s != "randomk" && !is_exdyna(s);
+  return s != "dense" && s != "cltk" && s != "randomk" && s != "oktopk" && !is_exdyna(s);
 }
 
 double log_distance(double a, double b) {
@@ -392,6 +392,21 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   } else if (sp == "randomk") {
     // Every rank draws the same k indices: only the k values travel.
     p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
+  } else if (sp == "oktopk") {
+    // The sparse reduce-scatter (each worker's ~k records of 8 bytes to the owners), the balancing
+    // and the balanced all-gather of the k' kept records. An all-to-all of m bytes per rank costs
+    // what a ring all-gather of m / W per rank does (W - 1 rounds); the balancing moves at most
+    // k' records, counted as one more such all-to-all. Re-evaluation steps (1 in 32, an all-gather
+    // of every reduced entry) are left out.
+    const auto& s = shape(label, workers, density).s;
+    const double kp = sent_ratio(label, workers, density) * k;
+    p.allreduce_ms =
+        1e3 * collective_s("allgather-exact", workers, bandwidth_bps, 8 * k / W, latency);
+    p.allgather_ms =
+        1e3 * (2 * collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank,
+                                latency) +
+               collective_s("allgather-exact", workers, bandwidth_bps, 8 * kp / W, latency) +
+               collective_s("allgather-padded", workers, bandwidth_bps, 8 * kp / W, latency));
   } else {
     const auto& near = shape(label, workers, density);
     const auto& s = near.s;

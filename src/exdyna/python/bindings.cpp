@@ -137,6 +137,14 @@ const std::map<std::string, Setter>& setters() {
          o.config.randomk.seed = static_cast<std::uint64_t>(s);
        }},
       {"dgc_sample", [](Options& o, auto& n, py::handle v) { o.config.dgc.sample = number(n, v); }},
+      {"oktopk_period",
+       [](Options& o, auto& n, py::handle v) {
+         o.config.oktopk.period = static_cast<int>(integer(n, v));
+       }},
+      {"oktopk_repartition",
+       [](Options& o, auto& n, py::handle v) {
+         o.config.oktopk.repartition = static_cast<int>(integer(n, v));
+       }},
       {"measure_global_error",
        [](Options& o, const std::string& n, py::handle v) {
          EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", n, "=", shown(v),
@@ -197,6 +205,7 @@ py::dict bytes_dict(const comm::ByteCounts& b) {
   d["allgather_indices"] = b.allgather_indices;
   d["allreduce"] = b.allreduce;
   d["broadcast"] = b.broadcast;
+  d["alltoall"] = b.alltoall;
   d["padded_elements"] = b.padded_elements;
   d["total"] = b.total();
   return d;

@@ -69,7 +69,8 @@ std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers
       "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"
       "error,f_t,"
       "padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,bytes_allreduce,"
-      "bytes_broadcast,bytes_padded_elements,bytes_total,t_accumulate,t_select,t_allgather,t_"
+      "bytes_broadcast,bytes_alltoall,bytes_padded_elements,bytes_total,t_accumulate,t_select,t_"
+      "allgather,t_"
       "allreduce,"
       "t_broadcast,t_update,t_other,t_non_comm,t_cpu";
   for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
@@ -90,7 +91,8 @@ std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers
     append_double(s, st.global_error);
     const std::uint64_t b[] = {st.bytes.allgather_counts, st.bytes.allgather_indices,
                                st.bytes.allreduce,        st.bytes.broadcast,
-                               st.bytes.padded_elements,  st.bytes.total()};
+                               st.bytes.alltoall,         st.bytes.padded_elements,
+                               st.bytes.total()};
     for (auto v : b) s += ',', s += std::to_string(v);
     const double tm[] = {st.times.accumulate, st.times.select,     st.times.allgather,
                          st.times.allreduce,  st.times.broadcast,  st.times.update,

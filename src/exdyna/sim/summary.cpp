@@ -54,6 +54,7 @@ Summary summarize(const SimulateConfig& cfg, const WorkerResult& result) {
     s.mean_bytes_by_kind.allgather_indices = bytes.allgather_indices / n;
     s.mean_bytes_by_kind.allreduce = bytes.allreduce / n;
     s.mean_bytes_by_kind.broadcast = bytes.broadcast / n;
+    s.mean_bytes_by_kind.alltoall = bytes.alltoall / n;
     s.mean_bytes_by_kind.padded_elements = bytes.padded_elements / n;
     s.mean_padded_elements = series.padded_elements() / static_cast<double>(n);
   }
@@ -135,12 +136,15 @@ void print_summary(std::ostream& os, const SimulateConfig& cfg, const GradientSo
   out("%-28s %12.4f ms\n", "selection time", s.mean_select_s * 1e3);
   out("%-28s %12.4f ms\n", "non-communication time", s.mean_non_comm_s * 1e3);
   out("%-28s %12.4f ms\n", "step time (with waits)", s.mean_step_s * 1e3);
-  out("%-28s %12.0f (counts %llu, indices %llu, values %llu, broadcast %llu)\n",
+  out("%-28s %12.0f (counts %llu, indices %llu, values %llu, broadcast %llu%s)\n",
       "bytes per iteration", s.mean_bytes,
       static_cast<unsigned long long>(s.mean_bytes_by_kind.allgather_counts),
       static_cast<unsigned long long>(s.mean_bytes_by_kind.allgather_indices),
       static_cast<unsigned long long>(s.mean_bytes_by_kind.allreduce),
-      static_cast<unsigned long long>(s.mean_bytes_by_kind.broadcast));
+      static_cast<unsigned long long>(s.mean_bytes_by_kind.broadcast),
+      s.mean_bytes_by_kind.alltoall
+          ? (", all-to-all " + std::to_string(s.mean_bytes_by_kind.alltoall)).c_str()
+          : "");
   out("%-28s %12.1f\n", "padded elements", s.mean_padded_elements);
   if (s.first_within >= 0)
     out("%-28s %12lld\n", "first within +-10% at", static_cast<long long>(s.first_within));

@@ -5,6 +5,7 @@
 #include "exdyna/sparsifiers/exdyna.hpp"
 #include "exdyna/sparsifiers/gaussiank.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
+#include "exdyna/sparsifiers/oktopk.hpp"
 #include "exdyna/sparsifiers/randomk.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
@@ -30,6 +31,9 @@ void register_builtin_sparsifiers(Registry& r) {
         [](const SparsifierConfig& c) { return std::make_unique<RandomK>(c); });
   r.add("dgc", "DGC: top-k threshold from a random sample, refined by a top-k of what passed",
         [](const SparsifierConfig& c) { return std::make_unique<Dgc>(c); });
+  r.add("oktopk",
+        "Ok-Topk: reused thresholds, balanced regions, sparse reduce-scatter + all-gather (< 6k)",
+        [](const SparsifierConfig& c) { return std::make_unique<OkTopk>(c); });
   r.add("exdyna",
         "ExDyna: exclusive dynamic partitions with online threshold scaling (paper Alg. 1-5)",
         [](const SparsifierConfig& c) { return std::make_unique<ExDyna>(c); });

@@ -33,6 +33,10 @@ void SparsifierConfig::validate() const {
                    " is not valid; expected 1..10");
   EXDYNA_CHECK_ARG(std::isfinite(dgc.sample) && dgc.sample > 0 && dgc.sample <= 1, "--dgc-sample ",
                    dgc.sample, " is not valid; expected a fraction in (0, 1]");
+  EXDYNA_CHECK_ARG(oktopk.period >= 1, "--oktopk-period ", oktopk.period,
+                   " is not valid; expected an iteration count >= 1");
+  EXDYNA_CHECK_ARG(oktopk.repartition >= 1, "--oktopk-repartition ", oktopk.repartition,
+                   " is not valid; expected an iteration count >= 1");
   exdyna.validate(world_size);
 }
 

@@ -25,6 +25,14 @@ struct DgcOptions {
   double sample = 0.01;
 };
 
+struct OkTopkOptions {
+  // Ok-Topk re-evaluates its local and global thresholds exactly every `period` iterations and
+  // recomputes the regions' boundaries every `repartition` iterations (oktopk.hpp); 32 and 64 are
+  // the values of the authors' published code.
+  int period = 32;
+  int repartition = 64;
+};
+
 struct SparsifierConfig {
   double density = 0.01;  // d in (0, 1]
   std::int64_t n_g = 0;   // gradient length
@@ -36,6 +44,7 @@ struct SparsifierConfig {
   SidcoOptions sidco;
   RandomKOptions randomk;
   DgcOptions dgc;
+  OkTopkOptions oktopk;
   // --values: the format of the values every sparsifier sends (core/half_float.hpp).
   core::ValueFormat values = core::ValueFormat::kFp32;
 

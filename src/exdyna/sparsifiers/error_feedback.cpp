@@ -74,8 +74,14 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
     for (std::size_t j = 0; j < result_.indices.size(); ++j) {
       const Index i = result_.indices[j];
       grad[i] = result_.values[j] * inv_n;
-      residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
+      if (!result_.partial)
+        residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
     }
+    if (result_.partial)  // only where this worker's acc went in (Ok-Topk)
+      for (const Index i : result_.sent) {
+        EXDYNA_CHECK(i < residual_.size(), "sent index ", i, " outside the gradient");
+        residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
+      }
   }
   stats.times.update = sw.lap();
   if (stats.k_per_worker.empty())

@@ -1,6 +1,7 @@
 // The Sparsifier interface. A sparsifier sees this worker's accumulated gradient acc (error
 // feedback already applied), talks to its peers through a Communicator, and returns the global
-// sparse set: the gathered indices and, at each, the SUM over workers of acc. Every rank must
+// sparse set: the gathered indices and, at each, the SUM over workers of acc (Ok-Topk: over the
+// workers that selected it, see SparseResult::partial). Every rank must
 // return identical results. Error feedback (residual bookkeeping, averaging, scatter) wraps the
 // sparsifier: see error_feedback.hpp.
 #pragma once
@@ -28,6 +29,13 @@ struct SparseResult {
   // The format the values were sent in (--values): each worker sent round(acc_w) in it, so error
   // feedback keeps acc - round(acc) at the sent indices. Set by allreduce_values.
   core::ValueFormat values_format = core::ValueFormat::kFp32;
+  // Ok-Topk sums, at a gathered index, only the workers that selected it locally: then partial is
+  // true, values[j] is the sum over those workers, and sent lists (sorted ascending, a subset of
+  // indices) the indices where THIS worker's acc went in; error feedback takes the sent part out
+  // of the residual there only. For every other sparsifier partial is false and every worker
+  // sent at every gathered index.
+  bool partial = false;
+  std::vector<Index> sent;
 };
 
 // The largest iteration counter a saved state may hold: far beyond any run (2^40 steps), and it

@@ -43,7 +43,8 @@ std::string RunLog::iteration_csv() const {
         "density_error,f_t,"
         "padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,bytes_"
         "allreduce,"
-        "bytes_broadcast,bytes_total,t_compute,t_accumulate,t_select,t_allgather,t_allreduce,t_"
+        "bytes_broadcast,bytes_alltoall,bytes_total,t_compute,t_accumulate,t_select,t_allgather,t_"
+        "allreduce,t_"
         "broadcast,"
         "t_update,t_other,t_optimizer";
   for (std::size_t i = 0; i < n; ++i) os << ",k_w" << i;
@@ -57,10 +58,11 @@ std::string RunLog::iteration_csv() const {
        << s.k_unique << ',' << num(s.density) << ',' << num(s.target_density) << ','
        << num(s.density_error) << ',' << num(s.f_t) << ',' << s.padded_elements << ','
        << num(s.global_error) << ',' << s.bytes.allgather_counts << ',' << s.bytes.allgather_indices
-       << ',' << s.bytes.allreduce << ',' << s.bytes.broadcast << ',' << s.bytes.total() << ','
-       << num(r.t_compute) << ',' << num(s.times.accumulate) << ',' << num(s.times.select) << ','
-       << num(s.times.allgather) << ',' << num(s.times.allreduce) << ',' << num(s.times.broadcast)
-       << ',' << num(s.times.update) << ',' << num(s.times.other) << ',' << num(r.t_optimizer);
+       << ',' << s.bytes.allreduce << ',' << s.bytes.broadcast << ',' << s.bytes.alltoall << ','
+       << s.bytes.total() << ',' << num(r.t_compute) << ',' << num(s.times.accumulate) << ','
+       << num(s.times.select) << ',' << num(s.times.allgather) << ',' << num(s.times.allreduce)
+       << ',' << num(s.times.broadcast) << ',' << num(s.times.update) << ',' << num(s.times.other)
+       << ',' << num(r.t_optimizer);
     for (std::size_t i = 0; i < n; ++i)
       os << ',' << (i < s.k_per_worker.size() ? s.k_per_worker[i] : 0);
     for (std::size_t i = 0; i < n; ++i)

@@ -97,3 +97,49 @@ TEST(LocalGroup, RejectsMismatchedCounts) {
                  InvalidArgument);
   });
 }
+
+// alltoall_list: rank r sends rank j a list of (r + 2j) % 3 elements valued 100r + 10j + p; each
+// rank receives, in rank order, exactly what was addressed to it; bytes count only what leaves.
+TEST_P(LocalGroupTest, AlltoallListDeliversEachListToItsRank) {
+  const int n = GetParam();
+  run_local(n, [n](Communicator& c) {
+    const int r = c.rank();
+    auto len = [](int from, int to) { return static_cast<std::int64_t>((from + 2 * to) % 3); };
+    std::vector<std::int64_t> counts;
+    std::vector<std::uint32_t> send;
+    std::uint64_t to_others = 0;
+    for (int j = 0; j < n; ++j) {
+      counts.push_back(len(r, j));
+      for (std::int64_t p = 0; p < len(r, j); ++p)
+        send.push_back(static_cast<std::uint32_t>(100 * r + 10 * j + p));
+      if (j != r) to_others += static_cast<std::uint64_t>(len(r, j));
+    }
+    std::vector<std::uint32_t> recv{7, 7, 7};  // overwritten, not appended to
+    std::vector<std::int64_t> recv_counts;
+    const auto before = c.bytes();
+    c.alltoall_list<std::uint32_t>(send, counts, recv, recv_counts);
+    const auto d = c.bytes() - before;
+    ASSERT_EQ(recv_counts.size(), static_cast<std::size_t>(n));
+    std::size_t pos = 0;
+    for (int q = 0; q < n; ++q) {
+      EXPECT_EQ(recv_counts[static_cast<std::size_t>(q)], len(q, r));
+      for (std::int64_t p = 0; p < len(q, r); ++p, ++pos) {
+        ASSERT_LT(pos, recv.size());
+        EXPECT_EQ(recv[pos], static_cast<std::uint32_t>(100 * q + 10 * r + p));
+      }
+    }
+    EXPECT_EQ(recv.size(), pos);
+    EXPECT_EQ(d.alltoall, 4 * to_others);
+    EXPECT_EQ(d.allgather_counts, 8u * static_cast<std::uint64_t>(n));
+  });
+}
+
+TEST(LocalGroup, AlltoallListRefusesCountsThatDoNotMatchTheList) {
+  run_local(2, [](Communicator& c) {
+    std::vector<std::uint32_t> send{1, 2, 3}, recv;
+    std::vector<std::int64_t> counts{1, 1}, rc;  // 2 announced, 3 given
+    EXPECT_THROW(c.alltoall_list<std::uint32_t>(send, counts, recv, rc), InvalidArgument);
+    std::vector<std::int64_t> wrong_size{3};
+    EXPECT_THROW(c.alltoall_list<std::uint32_t>(send, wrong_size, recv, rc), InvalidArgument);
+  });
+}

@@ -7,6 +7,8 @@
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -238,6 +240,60 @@ class GlooCommunicator final : public Communicator {
     c10d::AllgatherOptions ao;
     ao.timeout = timeout();
     run("allgather_counts", [&] { return pg_->allgather(outs, in, ao); });
+  }
+
+  void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override {
+    if (!cfg_.via_c10d) {
+      direct("alltoall_counts", [&](std::uint32_t tag) {
+        ::gloo::AlltoallOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        o.setInput(const_cast<std::int64_t*>(send.data()), send.size());
+        o.setOutput(recv.data(), recv.size());
+        ::gloo::alltoall(o);
+      });
+      return;
+    }
+    const auto n = static_cast<std::int64_t>(send.size());
+    auto in = at::from_blob(const_cast<std::int64_t*>(send.data()), {n}, at::kLong);
+    auto out = at::from_blob(recv.data(), {n}, at::kLong);
+    std::vector<std::int64_t> equal;  // empty: equal splits
+    c10d::AllToAllOptions o;
+    o.timeout = timeout();
+    run("alltoall_counts", [&] { return pg_->alltoall_base(out, in, equal, equal, o); });
+  }
+
+  // Byte lists on both paths. gloo::alltoallv sends to rank + i and receives from rank - i in
+  // round i, the destination rotation Ok-Topk asks of its reduce-scatter.
+  void do_alltoallv(const void* send, std::size_t elem_size,
+                    std::span<const std::int64_t> send_counts,
+                    std::span<const std::int64_t> recv_counts, void* recv) override {
+    std::vector<std::int64_t> sb(send_counts.size()), rb(recv_counts.size());
+    std::int64_t st = 0, rt = 0;
+    for (std::size_t r = 0; r < sb.size(); ++r) {
+      st += sb[r] = send_counts[r] * static_cast<std::int64_t>(elem_size);
+      rt += rb[r] = recv_counts[r] * static_cast<std::int64_t>(elem_size);
+    }
+    // Empty buffers still need a valid address.
+    std::uint8_t dummy_in = 0, dummy_out = 0;
+    auto* in = st ? static_cast<std::uint8_t*>(const_cast<void*>(send)) : &dummy_in;
+    auto* out = rt ? static_cast<std::uint8_t*>(recv) : &dummy_out;
+    if (!cfg_.via_c10d) {
+      direct("alltoall_list", [&](std::uint32_t tag) {
+        ::gloo::AlltoallvOptions o(pg_->context());
+        o.setTag(tag);
+        o.setTimeout(timeout());
+        o.setInput(in, sb);
+        o.setOutput(out, rb);
+        ::gloo::alltoallv(o);
+      });
+      return;
+    }
+    auto tin = at::from_blob(in, {st}, at::kByte);
+    auto tout = at::from_blob(out, {rt}, at::kByte);
+    c10d::AllToAllOptions o;
+    o.timeout = timeout();
+    run("alltoall_list", [&] { return pg_->alltoall_base(tout, tin, rb, sb, o); });
   }
 
   void do_allreduce_f32(std::span<float> data) override {

@@ -133,6 +133,44 @@ class MpiCommunicator final : public Communicator {
     wait(req, "allgather_counts");
   }
 
+  void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override {
+    MPI_Request req;
+    check(MPI_Ialltoall(send.data(), 1, MPI_INT64_T, recv.data(), 1, MPI_INT64_T, comm_, &req),
+          "alltoall_counts");
+    wait(req, "alltoall_counts");
+  }
+
+  void do_alltoallv(const void* send, std::size_t elem_size,
+                    std::span<const std::int64_t> send_counts,
+                    std::span<const std::int64_t> recv_counts, void* recv) override {
+    const auto n = static_cast<std::size_t>(size_);
+    scounts_.resize(n);
+    sdispls_.resize(n);
+    rcounts_.resize(n);
+    displs_.resize(n);
+    std::size_t soff = 0, roff = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::size_t sb = static_cast<std::size_t>(send_counts[r]) * elem_size;
+      const std::size_t rb = static_cast<std::size_t>(recv_counts[r]) * elem_size;
+      check_int(soff + sb, "all-to-all send buffer");
+      check_int(roff + rb, "all-to-all receive buffer");
+      scounts_[r] = static_cast<int>(sb);
+      sdispls_[r] = static_cast<int>(soff);
+      rcounts_[r] = static_cast<int>(rb);
+      displs_[r] = static_cast<int>(roff);
+      soff += sb;
+      roff += rb;
+    }
+    // MPI wants valid buffers even when a rank sends or receives nothing.
+    std::byte dummy{};
+    MPI_Request req;
+    check(MPI_Ialltoallv(soff ? send : &dummy, scounts_.data(), sdispls_.data(), MPI_BYTE,
+                         roff ? recv : &dummy, rcounts_.data(), displs_.data(), MPI_BYTE, comm_,
+                         &req),
+          "alltoall_list");
+    wait(req, "alltoall_list");
+  }
+
   void do_allreduce_f32(std::span<float> data) override {
     allreduce(data.data(), data.size(), MPI_FLOAT);
   }
@@ -232,7 +270,7 @@ class MpiCommunicator final : public Communicator {
   bool failed_ = false;
   std::string failure_;
   std::vector<std::byte> send_, recv_;
-  std::vector<int> rcounts_, displs_;
+  std::vector<int> rcounts_, displs_, scounts_, sdispls_;
 };
 
 }  // namespace

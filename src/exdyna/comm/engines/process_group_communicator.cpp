@@ -77,6 +77,33 @@ class ProcessGroupCommunicator final : public Communicator {
     run("allgather_counts", [&] { return pg_->allgather(outs, in, o); });
   }
 
+  void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override {
+    const auto n = static_cast<std::int64_t>(send.size());
+    auto in = at::from_blob(const_cast<std::int64_t*>(send.data()), {n}, at::kLong);
+    auto out = at::from_blob(recv.data(), {n}, at::kLong);
+    std::vector<std::int64_t> equal;  // empty: equal splits
+    c10d::AllToAllOptions o;
+    o.timeout = timeout();
+    run("alltoall_counts", [&] { return pg_->alltoall_base(out, in, equal, equal, o); });
+  }
+
+  void do_alltoallv(const void* send, std::size_t elem_size,
+                    std::span<const std::int64_t> send_counts,
+                    std::span<const std::int64_t> recv_counts, void* recv) override {
+    std::vector<std::int64_t> sb(send_counts.size()), rb(recv_counts.size());
+    std::int64_t st = 0, rt = 0;
+    for (std::size_t r = 0; r < sb.size(); ++r) {
+      st += sb[r] = send_counts[r] * static_cast<std::int64_t>(elem_size);
+      rt += rb[r] = recv_counts[r] * static_cast<std::int64_t>(elem_size);
+    }
+    std::uint8_t dummy_in = 0, dummy_out = 0;  // empty buffers still need a valid address
+    auto tin = at::from_blob(st ? const_cast<void*>(send) : &dummy_in, {st}, at::kByte);
+    auto tout = at::from_blob(rt ? recv : &dummy_out, {rt}, at::kByte);
+    c10d::AllToAllOptions o;
+    o.timeout = timeout();
+    run("alltoall_list", [&] { return pg_->alltoall_base(tout, tin, rb, sb, o); });
+  }
+
   void do_allreduce_f32(std::span<float> data) override {
     allreduce(data.data(), data.size(), at::kFloat);
   }
