@@ -80,11 +80,13 @@ def test_updates_identical_on_every_rank(tmp_path, world):
     # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
     # broadcast CLT-k needs and the paper's own controller
     # bf16 values: on a generic process group an all-gather of 16-bit words, summed in rank order
-    for name, options in (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
-                          ("topk", {"values": "bf16"}),
-                          ("exdyna", {"gather": "exact", "controller": "paper",
-                                      "balance": "paper"})):
-        ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{name}{len(options)}", name, 5,
+    cases = (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
+             ("topk", {"values": "bf16"}),
+             # Ok-Topk: the group's all-to-all (alltoall_base), both gather modes
+             ("oktopk", {"oktopk_period": 2}), ("oktopk", {"gather": "exact"}),
+             ("exdyna", {"gather": "exact", "controller": "paper", "balance": "paper"}))
+    for i, (name, options) in enumerate(cases):
+        ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{i}-{name}", name, 5,
                     options)
 
 
