@@ -71,6 +71,23 @@ case $case_name in
       run 2 "${train[@]}" "$f" 0 --out "$tmp/t"
       has "--lstm-layers 0 is not valid; expected > 0"
     done ;;
+  train_dgc_warmup)
+    # The warm-up's first density drives the first steps and the summary shows the schedule.
+    run 0 "${train[@]}" --sparsifier dgc --dgc-warmup-epochs 2 --dgc-warmup-start 0.5 --out "$tmp/t"
+    has "dgc density warm-up +0.5 \\(epoch 1\\), 0.1581 \\(epoch 2\\), then 0.05 from epoch 3"
+    col=$(head -1 "$tmp/t/iterations.csv" | tr , '\n' | grep -nx target_density | cut -d: -f1)
+    targets=$(tail -n +2 "$tmp/t/iterations.csv" | cut -d, -f"$col" | sort -u)
+    [ "$targets" = 0.5 ] || fail "the first steps' target density is '$targets', expected 0.5"
+    grep -q '"dgc_warmup_epochs": 2' "$tmp/t/summary.json" || fail "summary.json: no dgc_warmup_epochs" ;;
+  train_bad_dgc_warmup)
+    run 2 "${train[@]}" --sparsifier dgc --dgc-warmup-epochs -1 --out "$tmp/t"
+    has "--dgc-warmup-epochs: -1 is not valid; expected an integer >= 0"
+    run 2 "${train[@]}" --sparsifier dgc --dgc-warmup-epochs 2 --dgc-warmup-start 0.01 --out "$tmp/t"
+    has "--dgc-warmup-start 0.01 is not valid; expected a density in \\(0.05, 1\\]"
+    run 2 "${train[@]}" --sparsifier dgc --dgc-warmup-epochs 2 --dgc-warmup-start 1.5 --out "$tmp/t"
+    has "--dgc-warmup-start 1.5 is not valid"
+    run 2 "${train[@]}" --sparsifier topk --dgc-warmup-epochs 2 --out "$tmp/t"
+    has "--dgc-warmup-epochs 2 needs --sparsifier dgc" ;;
   simulate_exdyna_options | train_exdyna_options)
     # --blocks and --initial-threshold reach ExDyna: 64 blocks over 2 partitions, and the paper
     # controller's first threshold is the one given.

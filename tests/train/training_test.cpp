@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/hash.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
+#include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -240,4 +242,86 @@ TEST(Training, DgcWithMomentumCorrectionTrainsAndResumesExactly) {
   auto nesterov = o;
   nesterov.sgd.nesterov = true;
   EXPECT_THROW(nesterov.validate(), InvalidArgument);
+}
+
+// `--sparsifier dgc --dgc-warmup-epochs 2 --dgc-warmup-start 0.5` at d = 0.05 on 3 ranks, 16 steps
+// per epoch: every step reports the target of its epoch (0.5, 0.158, then 0.05) and selects about
+// that many per worker, ranks agree, and a resume from inside the warm-up (step 10, epoch 1) or
+// from its second epoch (step 20) ends bit-identical; a resume without the warm-up is refused.
+TEST(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
+  set_torch_threads(1);
+  const auto data = tiny_data();
+  const int world = 3;
+  auto o = tiny_options("dgc");
+  o.sgd.nesterov = false;
+  o.epochs = 3;  // 768 / 3 / 16 = 16 steps per epoch
+  o.dgc_warmup_epochs = 2;
+  o.dgc_warmup_start = 0.5;
+  const auto dir = fs::temp_directory_path() / ("exdyna-dgcw-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto run = [&](const TrainOptions& opts) {
+    std::vector<TrainResult> res(world);
+    comm::run_local(world, [&](comm::Communicator& c) {
+      res[static_cast<std::size_t>(c.rank())] = train_worker(opts, c, &data);
+    });
+    return res;
+  };
+  const auto full = run(o);
+  const auto& iters = full[0].log.iters();
+  ASSERT_EQ(iters.size(), 48u);
+  const double n_g = static_cast<double>(full[0].n_g);
+  std::vector<double> epoch_mean(3, 0.0);
+  for (std::size_t i = 0; i < iters.size(); ++i) {
+    const auto& st = iters[i].stats;
+    const double want = dgc_warmup_density(static_cast<std::int64_t>(i / 16), 2, 0.5, 0.05);
+    ASSERT_EQ(st.target_density, want) << "step " << i;
+    EXPECT_EQ(st.k_target, static_cast<std::int64_t>(std::floor(want * n_g))) << "step " << i;
+    // k' sums the workers' counts: each about k (fewer may pass; at most 4k/3 unrefined).
+    EXPECT_GE(st.density, 0.25 * want) << "step " << i;
+    EXPECT_LE(st.density, world * 4.0 / 3.0 * want + 1 / n_g) << "step " << i;
+    epoch_mean[i / 16] += st.density / 16;
+  }
+  EXPECT_EQ(iters.back().stats.target_density, 0.05);  // exactly --density after the warm-up
+  EXPECT_GT(epoch_mean[0], 2 * epoch_mean[1]);
+  EXPECT_GT(epoch_mean[1], 2 * epoch_mean[2]);
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(full[static_cast<std::size_t>(r)].params, full[0].params);
+  EXPECT_LT(full[0].last_train_loss, full[0].first_train_loss);
+
+  auto first = o;
+  first.out_dir = (dir / "a").string();
+  first.checkpoint_every = 10;
+  first.max_steps = 22;
+  run(first);
+  for (const char* step : {"step-10", "step-20"}) {
+    SCOPED_TRACE(step);
+    auto again = o;
+    again.resume = (dir / "a" / "checkpoints" / step).string();
+    const auto resumed = run(again);
+    for (int r = 0; r < world; ++r) {
+      const auto& a = full[static_cast<std::size_t>(r)].params;
+      const auto& b = resumed[static_cast<std::size_t>(r)].params;
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "rank " << r;
+    }
+    // The resumed run sets the density of the epoch it resumes in.
+    const auto& it = resumed[0].log.iters();
+    ASSERT_FALSE(it.empty());
+    EXPECT_EQ(it.front().stats.target_density, iters[it.front().step - 1].stats.target_density);
+  }
+  // The warm-up is part of the configuration: a resume without it, or with another start, is
+  // refused.
+  for (const auto& [epochs, start] : {std::pair<std::int64_t, double>{0, 0.25}, {2, 0.4}}) {
+    auto other = o;
+    other.dgc_warmup_epochs = epochs;
+    other.dgc_warmup_start = start;
+    other.resume = (dir / "a" / "checkpoints" / "step-20").string();
+    EXPECT_THROW(run(other), InvalidArgument) << epochs << " " << start;
+  }
+  fs::remove_all(dir);
+  // Only DGC warms up its density.
+  auto topk = o;
+  topk.sparsifier = "topk";
+  topk.sgd.nesterov = false;
+  EXPECT_THROW(topk.validate(), InvalidArgument);
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/engine_cli.hpp"
 #include "exdyna/apps/sparsifier_cli.hpp"
@@ -96,6 +97,14 @@ void add_optimizer_options(CLI::App* sub, TrainCli& st) {
   sub->add_option("--lr-decay-factor", o.schedule.decay_factor, "step-decay factor")
       ->capture_default_str();
   sub->add_option("--clip", o.clip_norm, "clip the averaged update to this L2 norm (0: off)")
+      ->capture_default_str();
+  sub->add_option("--dgc-warmup-epochs", o.dgc_warmup_epochs,
+                  "DGC: density warm-up over the first E epochs, exponentially from "
+                  "--dgc-warmup-start down to --density, one density per epoch (0: off)")
+      ->check(int_at_least(0))
+      ->capture_default_str();
+  sub->add_option("--dgc-warmup-start", o.dgc_warmup_start,
+                  "DGC: the warm-up's first density, in (--density, 1]")
       ->capture_default_str();
   sub->add_option("--seed", o.seed, "seed of initial weights, shuffling and augmentation")
       ->capture_default_str();

@@ -66,8 +66,16 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   return est;
 }
 
-Dgc::Dgc(const SparsifierConfig& cfg) : cfg_(cfg) {
+Dgc::Dgc(const SparsifierConfig& cfg) : cfg_(cfg), density_(cfg.density) {
   cfg_.validate();
+}
+
+void Dgc::set_density(double density) {
+  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "dgc: density ", density,
+                   " is not valid; expected a value in (0, 1]");
+  EXDYNA_CHECK_ARG(std::floor(density * static_cast<double>(cfg_.n_g)) >= 1, "dgc: density ",
+                   density, " selects no element of n_g = ", cfg_.n_g, "; expected d * n_g >= 1");
+  density_ = density;
 }
 
 void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
@@ -79,10 +87,10 @@ void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResul
   const std::uint64_t key = core::splitmix64_mix(static_cast<std::uint64_t>(cfg_.rank) + 1) ^
                             core::splitmix64_mix(static_cast<std::uint64_t>(iteration_) ^
                                                  0x6467630000000000ULL);  // "dgc"
-  const auto est = dgc_select(acc, cfg_.density, cfg_.dgc.sample, key, mine_, scratch_);
+  const auto est = dgc_select(acc, density_, cfg_.dgc.sample, key, mine_, scratch_);
   stats.times.select += sw.lap();
-  stats.k_target = cfg_.k();
-  stats.target_density = cfg_.density;
+  stats.k_target = static_cast<std::int64_t>(std::floor(density_ * static_cast<double>(cfg_.n_g)));
+  stats.target_density = density_;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
                                 comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
   ++iteration_;

@@ -16,8 +16,8 @@
 // DGC's other parts belong to the optimizer, not to the selection: momentum correction (the
 // velocity, not the gradient, is accumulated), momentum factor masking and local gradient
 // clipping are done by `exdyna train --sparsifier dgc` (train/dgc_momentum.hpp); `simulate`
-// and the Python Sparsifier run the selection alone. The density warm-up of the paper's first
-// epochs is not implemented.
+// and the Python Sparsifier run the selection alone. The paper's density warm-up is driven by the
+// trainer too (train/dgc_momentum.hpp: dgc_warmup_density), through set_density before each step.
 //
 // Statistics: threshold is the mean over workers of their sampled thresholds. State: the
 // iteration counter (the sample stream), so a resumed run draws the samples it would have drawn.
@@ -64,8 +64,15 @@ class Dgc final : public Sparsifier {
   std::vector<std::byte> save_state() const override;
   void load_state(std::span<const std::byte> state) override;
 
+  // The density of the following steps (the trainer's warm-up), in (0, 1] with
+  // floor(density * n_g) >= 1. Not state: the trainer sets it before every step from the step
+  // number, so a resumed run sets it again. The fingerprint keeps the configured (target) density.
+  void set_density(double density);
+  double density() const { return density_; }
+
  private:
   SparsifierConfig cfg_;
+  double density_;  // the current density; cfg_.density unless set_density changed it
   std::int64_t iteration_ = 0;
   std::vector<Index> mine_;
   DgcScratch scratch_;

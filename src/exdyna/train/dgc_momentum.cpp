@@ -33,4 +33,19 @@ void dgc_apply(std::span<float> params, std::span<const float> update, double lr
   for (std::size_t i = 0; i < params.size(); ++i) params[i] -= a * update[i];
 }
 
+double dgc_warmup_density(std::int64_t epoch, std::int64_t warmup_epochs, double start,
+                          double target) {
+  if (epoch >= warmup_epochs) return target;
+  const double frac = static_cast<double>(epoch) / static_cast<double>(warmup_epochs);
+  return start * std::pow(target / start, frac);
+}
+
+void validate_dgc_warmup(std::int64_t warmup_epochs, double start, double target) {
+  EXDYNA_CHECK_ARG(warmup_epochs >= 0, "--dgc-warmup-epochs ", warmup_epochs,
+                   " is not valid; expected an integer >= 0 (0: no warm-up)");
+  EXDYNA_CHECK_ARG(warmup_epochs == 0 || (std::isfinite(start) && start > target && start <= 1),
+                   "--dgc-warmup-start ", start, " is not valid; expected a density in (", target,
+                   ", 1] (above --density ", target, ")");
+}
+
 }  // namespace exdyna::train

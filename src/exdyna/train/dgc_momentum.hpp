@@ -13,6 +13,19 @@
 // u lives in the optimizer's momentum buffer (Sgd::mutable_momentum_buffer), so checkpoints
 // carry it unchanged. Nesterov momentum is refused with dgc (the paper's form is for plain
 // momentum here).
+//
+// Density warm-up (the paper's Sec. 3.3 and 4: "exponentially increase the gradient sparsity from
+// a relatively small value to the final value", 75 %, 93.75 %, 98.4375 %, 99.6 %, 99.9 % over the
+// first four epochs, i.e. densities 0.25, 0.0625, 0.0156, 0.004, then 0.001): with
+// --dgc-warmup-epochs E > 0 and --dgc-warmup-start s, epoch e (0-based) runs at
+//   d_e = s * (d / s)^(e / E)  for e < E,   d  from epoch E on,
+// the geometric interpolation from s to the target d (s = 0.25, d = 0.001, E = 4 gives 0.25,
+// 0.0629, 0.0158, 0.0040, then 0.001: the paper's list within 2 %). Per epoch, not per iteration,
+// as the paper: one density per epoch, which the log shows epoch by epoch. d_e is a function of
+// the step number alone (e = step / steps per epoch), the same on every rank and after a resume,
+// so it needs no state in checkpoints. Default E = 0 (off): the paper warms up 4 of 90 (ImageNet)
+// or 164 (CIFAR-10) epochs, 2-4 % of the run, and the main job is 4 epochs, where no whole number
+// of warm-up epochs is such a small part (and off keeps earlier DGC runs and checkpoints valid).
 #pragma once
 
 #include <cstdint>
@@ -30,5 +43,14 @@ void dgc_mask(std::span<float> u, std::span<const std::uint32_t> sent);
 
 // p <- p - lr * update (the momentum is in the update already).
 void dgc_apply(std::span<float> params, std::span<const float> update, double lr);
+
+// The density warm-up's density of 0-based epoch `epoch` (see above): exactly `target` when
+// warmup_epochs is 0 or epoch >= warmup_epochs.
+double dgc_warmup_density(std::int64_t epoch, std::int64_t warmup_epochs, double start,
+                          double target);
+
+// Refuses a negative warmup_epochs, and a start outside (target, 1] when warming up, naming the
+// options --dgc-warmup-epochs and --dgc-warmup-start.
+void validate_dgc_warmup(std::int64_t warmup_epochs, double start, double target);
 
 }  // namespace exdyna::train

@@ -55,6 +55,11 @@ std::vector<Plot> plot_list(const fs::path& d, const RunLog& log, double target_
   }
   const double scale = se > 0 ? st / se : 1.0;
   const auto iters = shell_quote((d / "iterations.csv").string());
+  // A target that changes (DGC's density warm-up) is drawn from the log, else as a constant.
+  bool varies = false;
+  for (const auto& r : log.iters()) varies = varies || r.stats.target_density != target_density;
+  const std::string target_line =
+      varies ? iters + " using 'step':'target_density'" : format_number(target_density);
   const auto evals = shell_quote((d / "eval.csv").string());
   std::vector<Plot> plots;
   plots.push_back(
@@ -83,8 +88,7 @@ std::vector<Plot> plot_list(const fs::path& d, const RunLog& log, double target_
                    "set xlabel 'iteration'; set ylabel 'density'; set logscale y;"
                    "plot " +
                        iters + " using 'step':'density' with lines title 'actual density', " +
-                       format_number(target_density) +
-                       " with lines lw 2 dt 2 title 'target density'"});
+                       target_line + " with lines lw 2 dt 2 title 'target density'"});
   if (have_thr)
     plots.push_back({"threshold.png",
                      "set xlabel 'iteration'; set ylabel 'value'; set logscale y;"

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/trainer.hpp"
 
 namespace exdyna::train {
@@ -26,6 +27,9 @@ void TrainOptions::validate() const {
   EXDYNA_CHECK_ARG(sparsifier != "dgc" || !sgd.nesterov,
                    "--nesterov is not supported with --sparsifier dgc (its momentum correction is "
                    "for plain momentum)");
+  validate_dgc_warmup(dgc_warmup_epochs, dgc_warmup_start, sparse.density);
+  EXDYNA_CHECK_ARG(dgc_warmup_epochs == 0 || sparsifier == "dgc", "--dgc-warmup-epochs ",
+                   dgc_warmup_epochs, " needs --sparsifier dgc (this run uses ", sparsifier, ")");
   auto s = schedule;
   s.base_lr = sgd.lr;
   s.validate();

@@ -10,6 +10,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/hash.hpp"
+#include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/plots.hpp"
 
 namespace exdyna::train {
@@ -42,6 +43,14 @@ nlohmann::json options_json(const TrainOptions& o, int world) {
   j["lr_decay_epochs"] = o.schedule.decay_epochs;
   j["lr_decay_factor"] = o.schedule.decay_factor;
   j["clip_norm"] = o.clip_norm;
+  j["dgc_warmup_epochs"] = o.dgc_warmup_epochs;
+  if (o.dgc_warmup_epochs > 0) {
+    j["dgc_warmup_start"] = o.dgc_warmup_start;
+    nlohmann::json d = nlohmann::json::array();  // epoch 1, 2, ..., then the target from E + 1
+    for (std::int64_t e = 0; e <= o.dgc_warmup_epochs; ++e)
+      d.push_back(dgc_warmup_density(e, o.dgc_warmup_epochs, o.dgc_warmup_start, o.sparse.density));
+    j["dgc_warmup_densities"] = d;
+  }
   j["seed"] = o.seed;
   j["resume"] = o.resume;
   return j;
@@ -74,14 +83,27 @@ nlohmann::json evaluations_json(const RunLog& log) {
 
 }  // namespace
 
+std::string dgc_warmup_text(const TrainOptions& o) {
+  if (o.dgc_warmup_epochs <= 0) return "";
+  std::ostringstream os;
+  os << std::setprecision(4);
+  for (std::int64_t e = 0; e < o.dgc_warmup_epochs; ++e)
+    os << dgc_warmup_density(e, o.dgc_warmup_epochs, o.dgc_warmup_start, o.sparse.density)
+       << " (epoch " << e + 1 << "), ";
+  os << "then " << o.sparse.density << " from epoch " << o.dgc_warmup_epochs + 1;
+  return os.str();
+}
+
 std::string start_line(const TrainOptions& opts, const DataBundle& data, int world,
                        std::string_view engine, std::int64_t n_g, std::int64_t steps_left,
                        std::int64_t steps_per_epoch) {
-  return detail::concat("exdyna train: ", opts.model, " on ",
-                        data.text ? data.text->source : data.train_images->name, ", ", world,
-                        " workers on ", engine, ", sparsifier ", opts.sparsifier, " at density ",
-                        opts.sparse.density, ", n_g = ", n_g, ", ", steps_left, " steps (",
-                        steps_per_epoch, " per epoch)");
+  return detail::concat(
+      "exdyna train: ", opts.model, " on ", data.text ? data.text->source : data.train_images->name,
+      ", ", world, " workers on ", engine, ", sparsifier ", opts.sparsifier, " at density ",
+      opts.sparse.density, ", n_g = ", n_g, ", ", steps_left, " steps (", steps_per_epoch,
+      " per epoch)",
+      opts.dgc_warmup_epochs > 0 ? "; DGC density warm-up: " + dgc_warmup_text(opts)
+                                 : std::string());
 }
 
 std::string eval_line(const EvalRecord& e, bool lm, double mean_density, double wall_s) {
@@ -158,6 +180,7 @@ std::string summary_table(const TrainOptions& o, int world, const TrainResult& r
   os << "\nexdyna train: summary\n";
   row("model / dataset", o.model + " / " + o.dataset);
   row("sparsifier", o.sparsifier + " (target density " + detail::concat(o.sparse.density) + ")");
+  if (o.dgc_warmup_epochs > 0) row("dgc density warm-up", dgc_warmup_text(o));
   row("workers", std::to_string(world));
   row("steps", std::to_string(r.steps) + " (n_g = " + std::to_string(r.n_g) + ")");
   if (o.model == "lstm")

@@ -17,6 +17,10 @@ std::string start_line(const TrainOptions& opts, const DataBundle& data, int wor
                        std::string_view engine, std::int64_t n_g, std::int64_t steps_left,
                        std::int64_t steps_per_epoch);
 
+// DGC's density warm-up epoch by epoch, "0.25 (epoch 1), 0.05 (epoch 2), then 0.01 from epoch 3"
+// ("" without one): the start line and the summary show it.
+std::string dgc_warmup_text(const TrainOptions& opts);
+
 // The line after an evaluation (wall_s: training time so far, resumed time included).
 std::string eval_line(const EvalRecord& e, bool lm, double mean_density, double wall_s);
 

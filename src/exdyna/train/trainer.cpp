@@ -11,6 +11,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/dgc.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/train/batches.hpp"
 #include "exdyna/train/dgc_momentum.hpp"
@@ -67,6 +68,7 @@ struct Worker {
     spe = batches.steps_per_epoch();
     total = o.epochs * spe;
     if (o.max_steps > 0) total = std::min(total, o.max_steps);
+    if (o.sparsifier == "dgc") dgc = &dynamic_cast<sparsifiers::Dgc&>(ef.sparsifier());
   }
   WorkerState state() { return {m, sgd, ef}; }
 
@@ -78,6 +80,7 @@ struct Worker {
   LrSchedule sched;
   BatchSource batches;
   std::int64_t spe = 0, total = 0;  // steps per epoch, steps of the whole run
+  sparsifiers::Dgc* dgc = nullptr;  // --sparsifier dgc: its density is set every step (warm-up)
 };
 
 // One step (paper Alg. 1) from global step `step`: forward/backward of this worker's batch into
@@ -97,15 +100,20 @@ IterRecord train_step(Worker& w, std::int64_t step, bool first, const GradientHo
   if (on_gradient) on_gradient(step, std::span<const float>(w.m.g_span()));
   w.comm.allreduce_sum(std::span<double>(&lsum, 1));
   rec.loss = lsum / w.comm.size();
-  const bool dgc = w.opts.sparsifier == "dgc";  // DGC's momentum correction (dgc_momentum.hpp)
-  if (dgc)
+  const bool dgc = w.dgc != nullptr;  // DGC's momentum correction (dgc_momentum.hpp)
+  // This step's density: the target, or DGC's warm-up density of this step's epoch.
+  double density = w.opts.sparse.density;
+  if (dgc) {
+    density = dgc_warmup_density(step / w.spe, w.opts.dgc_warmup_epochs, w.opts.dgc_warmup_start,
+                                 density);
+    w.dgc->set_density(density);
     dgc_velocity(w.m.g_span(), w.sgd.mutable_momentum_buffer(), w.m.p_span(),
                  static_cast<float>(w.opts.sgd.momentum),
                  static_cast<float>(w.opts.sgd.weight_decay), w.opts.clip_norm, w.comm.size());
+  }
   rec.stats = w.ef.step(w.m.g_span(), w.comm);
-  rec.stats.target_density = w.opts.sparse.density;
-  rec.stats.k_target =
-      static_cast<std::int64_t>(std::floor(w.opts.sparse.density * static_cast<double>(w.m.n)));
+  rec.stats.target_density = density;
+  rec.stats.k_target = static_cast<std::int64_t>(std::floor(density * static_cast<double>(w.m.n)));
   sw.lap();
   rec.lr = w.sched.at(step, w.spe);
   if (dgc) {

@@ -38,6 +38,10 @@ struct TrainOptions {
   std::string sparsifier = "exdyna";
   sparsifiers::SparsifierConfig
       sparse;  // density, gather mode, ExDyna options (n_g, world, rank: filled in)
+  // --sparsifier dgc: the paper's density warm-up (dgc_momentum.hpp): epoch e < E runs at
+  // start * (density / start)^(e / E). E = 0: off (the default; why in dgc_momentum.hpp).
+  std::int64_t dgc_warmup_epochs = 0;
+  double dgc_warmup_start = 0.25;  // the paper's first density (75 % sparsity)
   std::int64_t epochs = 4;
   std::int64_t max_steps = 0;    // > 0: stop after this many steps in all (counting resumed ones)
   std::int64_t batch_size = 32;  // per worker

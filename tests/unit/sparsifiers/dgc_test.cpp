@@ -147,3 +147,31 @@ TEST(Dgc, SampleRatioOutsideZeroOneIsRefusedByName) {
     }
   }
 }
+
+// The trainer's warm-up sets the density before each step: the selection follows it (k and the
+// reported target), the fingerprint keeps the configured density, and a density that selects
+// nothing is refused.
+TEST(Dgc, SetDensityChangesTheSelectionNotTheFingerprint) {
+  const std::int64_t n_g = 20'011;
+  const auto x = draw(0, static_cast<std::size_t>(n_g), 7);
+  Dgc a(config(n_g, 0.01));
+  const auto fp = a.fingerprint();
+  EXPECT_EQ(a.density(), 0.01);
+  SparseResult r;
+  StepStats at_target, warm;
+  comm::run_local(1, [&](comm::Communicator& c) {
+    a.step(x, c, r, at_target);
+    a.set_density(0.1);
+    a.step(x, c, r, warm);
+  });
+  EXPECT_EQ(at_target.k_target, 200);
+  EXPECT_EQ(warm.k_target, 2001);
+  EXPECT_EQ(warm.target_density, 0.1);
+  // One worker: about k selected (the refinement caps at k, fewer may pass).
+  EXPECT_GT(warm.k_total, 1000);
+  EXPECT_LE(warm.k_total, 2001 * 4 / 3);
+  EXPECT_EQ(a.fingerprint(), fp);
+  EXPECT_THROW(a.set_density(0), InvalidArgument);
+  EXPECT_THROW(a.set_density(1.5), InvalidArgument);
+  EXPECT_THROW(a.set_density(1e-6), InvalidArgument);  // floor(d n_g) = 0
+}
