@@ -71,6 +71,15 @@ std::vector<char> in_set_mask(const SparseResult& r, std::int64_t n_g) {
   return m;
 }
 
+// Where a rank's acc went into the result: every gathered index, or (Ok-Topk, a partial result)
+// the indices it sent, a subset of them.
+std::vector<char> sent_mask(const SparseResult& r, std::int64_t n_g) {
+  if (!r.partial) return in_set_mask(r, n_g);
+  std::vector<char> m(static_cast<std::size_t>(n_g), 0);
+  for (auto i : r.sent) m[i] = 1;
+  return m;
+}
+
 struct Case {
   std::string name;
   int world;
@@ -171,22 +180,31 @@ TEST_P(EveryStep, ErrorFeedbackLosesNothingAndRanksAgree) {
       EXPECT_EQ(R.update, R0.update) << "rank " << r;
       EXPECT_EQ(R.stats.k_per_worker, R0.stats.k_per_worker) << "rank " << r;
       EXPECT_EQ(R.stats.k_unique, R0.stats.k_unique) << "rank " << r;
-      // residual + sent part = acc, element by element (sent part: acc at the gathered indices).
+      // residual + sent part = acc, element by element (sent part: acc at the gathered indices,
+      // or for a partial result at the ones this rank sent, all of them gathered).
+      const auto own = sent_mask(R.result, n_g);
       for (std::int64_t i = 0; i < n_g; ++i) {
         const auto u = static_cast<std::size_t>(i);
-        const float sent = mask[u] ? R.acc[u] : 0.0f;
+        ASSERT_TRUE(!own[u] || mask[u]) << "rank " << r << " sent " << i << ", not gathered";
+        const float sent = own[u] ? R.acc[u] : 0.0f;
         ASSERT_EQ(R.residual[u] + sent, R.acc[u]) << "rank " << r << " element " << i;
-        if (mask[u]) {
+        if (own[u]) {
           ASSERT_EQ(R.residual[u], 0.0f) << "rank " << r << " element " << i;
         }
       }
     }
-    // The update: mean over workers of acc at the gathered indices, 0 elsewhere.
+    // The update: mean over workers of acc at the gathered indices (of the workers that sent
+    // it), 0 elsewhere.
+    std::vector<std::vector<char>> own(static_cast<std::size_t>(n));
+    for (int w = 0; w < n; ++w)
+      own[static_cast<std::size_t>(w)] =
+          sent_mask(rec[static_cast<std::size_t>(w)][static_cast<std::size_t>(t)].result, n_g);
     for (std::int64_t i = 0; i < n_g; ++i) {
       const auto u = static_cast<std::size_t>(i);
       double sum = 0, mag = 0;
       for (int w = 0; w < n; ++w) {
-        sum += rec[static_cast<std::size_t>(w)][static_cast<std::size_t>(t)].acc[u];
+        if (own[static_cast<std::size_t>(w)][u])
+          sum += rec[static_cast<std::size_t>(w)][static_cast<std::size_t>(t)].acc[u];
         mag += std::fabs(rec[static_cast<std::size_t>(w)][static_cast<std::size_t>(t)].acc[u]);
       }
       const double expected = mask[u] ? sum / n : 0.0;
