@@ -293,7 +293,8 @@ void add_compare_command(CLI::App& app, Action& action) {
   sub->footer(
       "Sparsifier options (--gather ... --sidco-stages) go to every cell they apply to: "
       "--gather to all, the ExDyna options to the exdyna* labels, --hard-threshold to "
-      "hard-threshold, --sidco-stages to sidco, --randomk-seed to randomk. One that a selected "
+      "hard-threshold, --sidco-stages to sidco, --randomk-seed to randomk, --dgc-sample to dgc, "
+      "--oktopk-period and --oktopk-repartition to oktopk. One that a selected "
       "label fixes (--controller, "
       "--balance or --worker-cap with exdyna-paper or exdyna-exact) is refused: compare the "
       "label exdyna to choose them.");
