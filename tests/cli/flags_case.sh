@@ -97,7 +97,10 @@ case $case_name in
       row=$(sed -n 2p "$tmp/d.csv" | cut -d, -f2,10,11)
     else
       run 0 "${train[@]}" "${opts[@]}" --out "$tmp/t"
-      row=$(sed -n 2p "$tmp/t/iterations.csv" | cut -d, -f6,34,35)
+      # by column name: the metrics CSV gains columns over time
+      row=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        NR == 2 { print $c["threshold"] "," $c["blocks_p0"] "," $c["blocks_p1"]; exit }' \
+        "$tmp/t/iterations.csv")
     fi
     IFS=, read -r thr p0 p1 <<<"$row"
     echo "first threshold $thr, blocks $p0 + $p1"
