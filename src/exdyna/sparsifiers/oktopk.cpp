@@ -124,16 +124,20 @@ void OkTopk::select_local(std::span<const float> acc, bool reevaluate) {
     for (const Index i : mine_) smallest = std::min(smallest, std::abs(acc[i]));
     local_th_ = mine_.empty() ? 0.0 : smallest;
   } else {
-    picked_.resize(acc.size());  // select_threshold needs room for every element
-    auto count = [&] {
-      return core::select_threshold(acc, core::as_compare_threshold(local_th_), 0, picked_.data());
-    };
-    std::size_t c = count();
+    cand_.resize(acc.size());  // select_threshold needs room for every element
+    std::size_t c =
+        core::select_threshold(acc, core::as_compare_threshold(local_th_), 0, cand_.data());
+    // A raised threshold keeps a subset of what passed: filter the c passed, in place, instead
+    // of reading all n_g again (the same threshold and indices as a fresh pass).
     for (int r = 0; r < kMaxRaises && 3 * static_cast<std::int64_t>(c) > 4 * k; ++r) {
       local_th_ *= kLocalRaise;
-      c = count();
+      const float th = core::as_compare_threshold(local_th_);
+      std::size_t kept = 0;
+      for (std::size_t j = 0; j < c; ++j)
+        if (std::abs(acc[cand_[j]]) >= th) cand_[kept++] = cand_[j];
+      c = kept;
     }
-    mine_.assign(picked_.begin(), picked_.begin() + static_cast<std::ptrdiff_t>(c));
+    mine_.assign(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(c));
   }
   const auto c = static_cast<std::int64_t>(mine_.size());
   if (3 * c < 2 * k)

@@ -119,7 +119,8 @@ class OkTopk final : public Sparsifier {
   std::vector<Index> merge_scratch_;
   std::vector<std::size_t> run_bounds_;
   std::vector<float> mags_;
-  std::vector<std::uint32_t> picked_;
+  std::vector<std::uint32_t> picked_;  // positions of the global exact top-k
+  std::vector<Index> cand_;            // n_g: what passes the reused local threshold
   core::TopkScratch topk_;
   Buffers<OkTopkRecord32> b32_;
   Buffers<OkTopkRecord16> b16_;
