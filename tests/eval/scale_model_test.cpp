@@ -35,7 +35,11 @@ TEST(CostForms, MatchTheClosedForms) {
   EXPECT_DOUBLE_EQ(collective_time(CostForm::kBinomialBroadcast, a, b, 8, m), 3 * (a + m * b));
   EXPECT_DOUBLE_EQ(collective_time(CostForm::kBinomialBroadcast, a, b, 5, m), 3 * (a + m * b));
   EXPECT_DOUBLE_EQ(collective_time(CostForm::kRingAllreduce, a, b, 1, m), 0.0);
-  EXPECT_THROW(cost_form("alltoall"), DataError);
+  // Pairwise all-to-all: W - 1 rounds of m / W, m what one rank sends in all.
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kPairwiseAlltoall, a, b, 8, m),
+                   7 * a + 7.0 / 8 * m * b);
+  EXPECT_EQ(cost_form("alltoall"), CostForm::kPairwiseAlltoall);
+  EXPECT_THROW(cost_form("gather"), DataError);
 }
 
 TEST(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {

@@ -66,7 +66,7 @@ double to_double(const std::string& s) {
 // The per-rank message sizes a setting's cells can need: the dense all-reduce, the largest
 // gathered index list (with room for padding), CLT-k's broadcast.
 struct SweepSizes {
-  std::uint64_t allreduce = 0, allgather = 0, broadcast = 0;
+  std::uint64_t allreduce = 0, allgather = 0, broadcast = 0, alltoall = 0;
 };
 
 // The largest 4 KiB * 4^j not above `need` (at least 4 KiB; sizes beyond are extrapolated).
@@ -88,6 +88,8 @@ SweepSizes sweep_sizes(const MatrixOptions& o, int workers) {
   // bench's all-gather size is the gathered payload; padding can double a worker's list.
   s.allgather = sweep_top(std::max(4096.0, 4 * workers * ng * dmax * 4 * 2), 16u << 20);
   s.broadcast = sweep_top(std::max(4096.0, 4 * ng * dmax * 4), 16u << 20);
+  // Ok-Topk's all-to-all: about k records of 8 bytes per rank, up to twice that.
+  s.alltoall = sweep_top(std::max(4096.0, 4 * ng * dmax * 8 * 2), 16u << 20);
   return s;
 }
 
@@ -167,12 +169,14 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
   // One bench run for every operation (its start-up costs seconds at 8 ranks on 2 cores), up to
   // 16 MiB: larger transfers (the dense all-reduce) are bandwidth-bound and extrapolated linearly.
   const auto sizes = sweep_sizes(o, w);
-  const std::uint64_t top = std::max({sizes.allreduce, sizes.allgather, sizes.broadcast});
+  const std::uint64_t top =
+      std::max({sizes.allreduce, sizes.allgather, sizes.broadcast, sizes.alltoall});
   std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s),
                                 "-b",    "4K",   "-e",        std::to_string(top),
                                 "-f",    "4",    "-n",        std::to_string(o.sweep_iters),
                                 "-w",    "1",    "--balanced"};
-  for (const char* op : {"allreduce", "allgather-padded", "allgather-exact", "broadcast"})
+  for (const char* op :
+       {"allreduce", "allgather-padded", "allgather-exact", "broadcast", "alltoall"})
     args.insert(args.end(), {"--op", op});
   std::vector<std::string> cmds;
   const auto r = run_job(o, &hosts, w, args, nullptr, log_root, cmds);
@@ -185,9 +189,11 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
 std::vector<std::string> model_rows(const MatrixOptions& o, int w, std::uint64_t bps) {
   const auto sizes = sweep_sizes(o, w);
   std::vector<std::string> rows;
-  for (const std::string op : {"allreduce", "allgather-padded", "allgather-exact", "broadcast"}) {
+  for (const std::string op :
+       {"allreduce", "allgather-padded", "allgather-exact", "broadcast", "alltoall"}) {
     const std::uint64_t top = op == "allreduce"   ? sizes.allreduce
                               : op == "broadcast" ? sizes.broadcast
+                              : op == "alltoall"  ? sizes.alltoall
                                                   : sizes.allgather;
     for (std::uint64_t s = 4096; s <= top; s *= 4) {
       const double per_rank = op.rfind("allgather", 0) == 0 ? double(s) / w : double(s);
@@ -306,10 +312,10 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
     ag += (counts > 0 ? t.time_s("allgather-exact", counts / w) : 0) +
           (idx > 0 ? t.time_s(gather_op, idx / w) : 0);
     ar += t.time_s("allreduce", s.col.at("bytes_allreduce")[i]);
-    // Ok-Topk's all-to-alls: m bytes to the other ranks go in W - 1 rounds of m / (W - 1), what
-    // a ring all-gather of blocks of that size costs.
+    // Ok-Topk's all-to-alls: bytes_alltoall is what a rank sends to the others; the sweep's size
+    // is what it sends in all, its own list included.
     const double a2a = s.col.at("bytes_alltoall")[i];
-    if (a2a > 0 && w > 1) ar += t.time_s("allgather-exact", a2a / (w - 1));
+    if (a2a > 0 && w > 1) ar += t.time_s("alltoall", a2a * w / (w - 1));
     bc += t.time_s("broadcast", s.col.at("bytes_broadcast")[i]);
   }
   const double n = static_cast<double>(s.rows);
@@ -555,6 +561,7 @@ double model_collective_s(const std::string& op, int workers, std::uint64_t bps,
   if (workers <= 1) return 0;
   if (op == "allreduce") return 2 * (w - 1) * (alpha + bytes / w * beta);
   if (op == "broadcast") return std::ceil(std::log2(w)) * (alpha + bytes * beta);
+  if (op == "alltoall") return (w - 1) * (alpha + bytes / w * beta);  // W - 1 rounds of bytes / W
   return (w - 1) * (alpha + bytes * beta);  // all-gather: every rank receives W-1 lists
 }
 

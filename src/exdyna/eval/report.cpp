@@ -134,7 +134,7 @@ const char* kMethod =
     "host's link shaped with `tc` to B, with a delay where `sch_netem` is available) and runs, "
     "inside them:\n\n"
     "1. a collective sweep (`exdyna bench comm --backend gloo`: all-reduce, padded and exact "
-    "all-gather, broadcast over a range of per-rank sizes) -> `comm.csv`;\n"
+    "all-gather, broadcast, all-to-all over a range of per-rank sizes) -> `comm.csv`;\n"
     "2. every cell: W `exdyna simulate --backend gloo` ranks (a synthetic gradient of n_g "
     "elements, or a trace), every rank's per-iteration statistics kept under `cells/`.\n\n"
     "W ranks share the machine's cores, so wall times of the compute-bound phases are inflated "

@@ -32,6 +32,8 @@ std::pair<double, double> regressors(CostForm form, int w, double m) {
       const double r = ceil_log2(w);
       return {r, r * m};
     }
+    case CostForm::kPairwiseAlltoall:  // W - 1 rounds of m / W (m: what one rank sends in all)
+      return {W - 1, (W - 1) / W * m};
   }
   return {0, 0};
 }
@@ -53,9 +55,10 @@ CostForm cost_form(std::string_view op) {
   if (op == "allreduce") return CostForm::kRingAllreduce;
   if (op == "allgather-padded" || op == "allgather-exact") return CostForm::kRingAllgather;
   if (op == "broadcast") return CostForm::kBinomialBroadcast;
+  if (op == "alltoall") return CostForm::kPairwiseAlltoall;
   throw DataError(detail::concat("comm.csv: op '", op,
                                  "' is not known; expected allreduce, allgather-padded, "
-                                 "allgather-exact or broadcast"));
+                                 "allgather-exact, broadcast or alltoall"));
 }
 
 double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, int workers,
@@ -393,19 +396,17 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
     // Every rank draws the same k indices: only the k values travel.
     p.allreduce_ms = 1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * k, latency);
   } else if (sp == "oktopk") {
-    // The sparse reduce-scatter (each worker's ~k records of 8 bytes to the owners), the balancing
-    // and the balanced all-gather of the k' kept records. An all-to-all of m bytes per rank costs
-    // what a ring all-gather of m / W per rank does (W - 1 rounds); the balancing moves at most
-    // k' records, counted as one more such all-to-all. Re-evaluation steps (1 in 32, an all-gather
-    // of every reduced entry) are left out.
+    // The sparse reduce-scatter (each worker's ~k records of 8 bytes to the owners: an
+    // all-to-all), the balancing (at most the k' kept records, spread over the owners: another)
+    // and the balanced all-gather of the k' kept records. Re-evaluation steps (1 in 32, an
+    // all-gather of every reduced entry) are left out.
     const auto& s = shape(label, workers, density).s;
     const double kp = sent_ratio(label, workers, density) * k;
-    p.allreduce_ms =
-        1e3 * collective_s("allgather-exact", workers, bandwidth_bps, 8 * k / W, latency);
+    p.allreduce_ms = 1e3 * collective_s("alltoall", workers, bandwidth_bps, 8 * k, latency);
     p.allgather_ms =
         1e3 * (2 * collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank,
                                 latency) +
-               collective_s("allgather-exact", workers, bandwidth_bps, 8 * kp / W, latency) +
+               collective_s("alltoall", workers, bandwidth_bps, 8 * kp / W, latency) +
                collective_s("allgather-padded", workers, bandwidth_bps, 8 * kp / W, latency));
   } else {
     const auto& near = shape(label, workers, density);

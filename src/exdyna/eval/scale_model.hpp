@@ -25,10 +25,11 @@
 
 namespace exdyna::eval {
 
-enum class CostForm { kRingAllreduce, kRingAllgather, kBinomialBroadcast };
+enum class CostForm { kRingAllreduce, kRingAllgather, kBinomialBroadcast, kPairwiseAlltoall };
 
 // allreduce -> ring all-reduce, allgather-padded / allgather-exact -> ring all-gather, broadcast ->
-// binomial broadcast; anything else throws DataError naming the op.
+// binomial broadcast, alltoall -> pairwise exchange (W - 1 rounds; its size is what one rank sends
+// in all); anything else throws DataError naming the op.
 CostForm cost_form(std::string_view op);
 // Seconds of one call under the form.
 double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, int workers,
