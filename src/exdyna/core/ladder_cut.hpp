@@ -74,6 +74,10 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
 // over those only, no sort: the candidates below the cut, often most of them, cost one compare.
 std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
                      int rung, std::int64_t quota);
+// With a given implementation (the AVX-512 one runs both passes 16 candidates at a time below the
+// top rung; the others, and the top rung, one at a time): the same result on every kernel.
+std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
+                          const LadderGrid& grid, int rung, std::int64_t quota);
 
 // Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),
