@@ -286,16 +286,17 @@ void check_grid(const LadderGrid& grid) {
 
 // The second pass: bins of the compacted |x|, all >= rung 0. Four interleaved 32-bit copies of
 // the bins, so that runs of equal keys do not serialise on one counter; on the stack (at most
-// 257 rungs, 4 KiB, of which only 4 R are cleared and summed), so the per-step path does not
+// 257 rungs, 4 KiB, of which only the 4 R in use are cleared), so the per-step path does not
 // allocate. 32 bits suffice: a partition holds fewer than 2^32 elements.
-constexpr std::size_t kMaxRungs = 257;
-
-void count_bins_from(const float* abs, std::size_t i, std::size_t count, const LadderGrid& grid,
-                     std::uint32_t* c) {
+void count_bins(const float* abs, std::size_t count, const LadderGrid& grid, std::int64_t* bins) {
+  constexpr std::size_t kMax = 257;
   const std::size_t nb = static_cast<std::size_t>(grid.rungs);
+  std::array<std::uint32_t, 4 * kMax> c;
+  std::fill_n(c.begin(), 4 * nb, 0u);
   const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
   const int shift = 23 - grid.mant_bits;
   const std::uint32_t lo_key = grid.lo_key;
+  std::size_t i = 0;
   for (; i + 4 <= count; i += 4)
     for (std::size_t q = 0; q < 4; ++q) {
       const std::uint32_t b = (std::bit_cast<std::uint32_t>(abs[i + q]) >> shift) - lo_key;
@@ -305,57 +306,8 @@ void count_bins_from(const float* abs, std::size_t i, std::size_t count, const L
     const std::uint32_t b = (std::bit_cast<std::uint32_t>(abs[i]) >> shift) - lo_key;
     ++c[b < top ? b : top];
   }
-}
-
-void add_bin_copies(const std::uint32_t* c, const LadderGrid& grid, std::int64_t* bins) {
-  const std::size_t nb = static_cast<std::size_t>(grid.rungs);
   for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
 }
-
-void count_bins(const float* abs, std::size_t count, const LadderGrid& grid, std::int64_t* bins) {
-  std::array<std::uint32_t, 4 * kMaxRungs> c;
-  std::fill_n(c.begin(), 4 * static_cast<std::size_t>(grid.rungs), 0u);
-  count_bins_from(abs, 0, count, grid, c.data());
-  add_bin_copies(c.data(), grid, bins);
-}
-
-#if defined(__SSE2__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The same with AVX-512: the counter slot (copy and bin) of 16 values at a time into a small
-// buffer, so the scalar loop left is a load and an increment per candidate (about 15% less than
-// count_bins per candidate, measured on 4,000-120,000 candidates).
-__attribute__((target("avx512f"))) void count_bins_avx512(const float* abs, std::size_t count,
-                                                          const LadderGrid& grid,
-                                                          std::int64_t* bins) {
-  std::array<std::uint32_t, 4 * kMaxRungs> c;
-  const auto nb = static_cast<std::uint32_t>(grid.rungs);
-  std::fill_n(c.begin(), 4 * static_cast<std::size_t>(nb), 0u);
-  const __m512i lo = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
-  const __m512i top = _mm512_set1_epi32(static_cast<int>(nb - 1));
-  const auto q1 = static_cast<int>(nb), q2 = static_cast<int>(2 * nb),
-             q3 = static_cast<int>(3 * nb);
-  const __m512i copy =
-      _mm512_setr_epi32(0, q1, q2, q3, 0, q1, q2, q3, 0, q1, q2, q3, 0, q1, q2, q3);
-  const __m128i shift = _mm_cvtsi32_si128(23 - grid.mant_bits);
-  constexpr std::size_t kChunk = 256;
-  alignas(64) std::uint32_t slot[kChunk];
-  std::size_t i = 0;
-  while (i + 16 <= count) {
-    const std::size_t m = std::min<std::size_t>((count - i) / 16, kChunk / 16);
-    for (std::size_t v = 0; v < m; ++v) {
-      const __m512i key = _mm512_srl_epi32(_mm512_loadu_si512(abs + i + 16 * v), shift);
-      const __m512i b = _mm512_min_epu32(_mm512_sub_epi32(key, lo), top);
-      _mm512_store_si512(slot + 16 * v, _mm512_add_epi32(b, copy));
-    }
-    for (std::size_t j = 0; j < 16 * m; ++j) ++c[slot[j]];
-    i += 16 * m;
-  }
-  count_bins_from(abs, i, count, grid, c.data());
-  add_bin_copies(c.data(), grid, bins);
-}
-#pragma GCC diagnostic pop
-#endif
 
 std::size_t collect_tail(const float* p, std::size_t i, std::size_t n, float lo,
                          std::uint32_t offset, std::uint32_t* idx_out, float* abs_out,
@@ -373,26 +325,33 @@ std::size_t collect_tail(const float* p, std::size_t i, std::size_t n, float lo,
 // GCC's AVX-512 headers build unmasked ops from an "undefined" vector and then warn about it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// One vector of 16 at a time, skipped when none reaches rung 0. Groups of 64 with one skip test
-// (as select_avx512) were slower here: on Zen 4 a register compress costs about 2 cycles, and a
-// group of 64 that holds one candidate paid for 8 of them (indices and values of 4 vectors);
-// at 16 only the vectors that hold a candidate pay. Measured on Laplace values, 131,072 and
-// 393,216 per partition, 1-30 % of them candidates: 20-25 % less time for the streaming part.
 __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, std::size_t n,
                                                               float lo_value, std::uint32_t offset,
                                                               std::uint32_t* idx_out,
                                                               float* abs_out) {
   const __m512 lo = _mm512_set1_ps(lo_value);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  __m512i idx =
+      _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset)),
+                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   std::size_t c = 0, i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(p + i));
-    const __mmask16 k = _mm512_cmp_ps_mask(a, lo, _CMP_GE_OQ);
-    if (k == 0) continue;
-    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset + i)), lane);
-    _mm512_storeu_si512(idx_out + c, _mm512_maskz_compress_epi32(k, idx));
-    _mm512_storeu_ps(abs_out + c, _mm512_maskz_compress_ps(k, a));
-    c += static_cast<std::size_t>(__builtin_popcount(k));
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4];
+    __mmask16 k[4];
+    for (int j = 0; j < 4; ++j) {
+      a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
+      k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
+    }
+    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
+      idx = _mm512_add_epi32(idx, _mm512_slli_epi32(step, 2));
+      continue;
+    }
+    for (int j = 0; j < 4; ++j) {
+      _mm512_storeu_si512(idx_out + c, _mm512_maskz_compress_epi32(k[j], idx));
+      _mm512_storeu_ps(abs_out + c, _mm512_maskz_compress_ps(k[j], a[j]));
+      c += static_cast<std::size_t>(__builtin_popcount(k[j]));
+      idx = _mm512_add_epi32(idx, step);
+    }
   }
   return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
@@ -461,8 +420,7 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
 #if defined(__SSE2__)
     case SelectKernel::kAvx512:
       c = collect_avx512(p, n, lo, offset, idx_out, abs_out);
-      count_bins_avx512(abs_out, c, grid, bins);
-      return c;
+      break;
     case SelectKernel::kAvx2:
       c = collect_avx2(p, n, lo, offset, idx_out, abs_out);
       break;
