@@ -125,13 +125,19 @@ namespace {
 // plan starts there instead of walking the ladder's empty top (7.75 octaves, ~124 rungs, w workers
 // each).
 int first_possible_rung(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
-                        std::size_t offset, int rungs, std::int64_t k) {
+                        std::size_t offset, int rungs, std::int64_t k,
+                        std::span<const std::int64_t> given) {
   constexpr int kMaxRungs = 257;
-  if (rungs > kMaxRungs) return rungs - 1;
-  std::array<std::int64_t, kMaxRungs> summed{};
-  for (int w = 0; w < workers; ++w) {
-    const std::int64_t* b = ladders.data() + static_cast<std::size_t>(w) * stride + offset;
-    for (int j = 0; j < rungs; ++j) summed[static_cast<std::size_t>(j)] += b[j];
+  std::array<std::int64_t, kMaxRungs> own;
+  const std::int64_t* summed = given.data();
+  if (given.size() != static_cast<std::size_t>(rungs)) {
+    if (rungs > kMaxRungs) return rungs - 1;
+    std::fill_n(own.begin(), rungs, 0);
+    for (int w = 0; w < workers; ++w) {
+      const std::int64_t* b = ladders.data() + static_cast<std::size_t>(w) * stride + offset;
+      for (int j = 0; j < rungs; ++j) own[static_cast<std::size_t>(j)] += b[j];
+    }
+    summed = own.data();
   }
   std::int64_t total = 0;
   for (int j = rungs - 1; j > 0; --j) {
@@ -182,7 +188,8 @@ std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
                                 std::int64_t cap, std::span<std::int64_t> counts,
-                                std::span<std::int64_t> scratch) {
+                                std::span<std::int64_t> scratch,
+                                std::span<const std::int64_t> summed) {
   EXDYNA_CHECK_ARG(workers >= 1 && rungs >= 1 && k >= 1, "ladder plan for ", workers, " workers, ",
                    rungs, " rungs, k = ", k, "; expected all >= 1");
   EXDYNA_CHECK_ARG(offset + static_cast<std::size_t>(rungs) <= stride &&
@@ -200,7 +207,7 @@ std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int worke
   // (each round can only add empty workers, so at most `workers` rounds).
   std::int64_t target = k, total = 0;
   for (int round = 0; round <= workers; ++round) {
-    const int start = first_possible_rung(ladders, workers, stride, offset, rungs, target);
+    const int start = first_possible_rung(ladders, workers, stride, offset, rungs, target, summed);
     total = plan_once(ladders, workers, stride, offset, rungs, start, target, cap, above, room,
                       share, counts);
     const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));

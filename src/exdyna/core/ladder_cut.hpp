@@ -58,9 +58,12 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
                                 std::int64_t cap, std::span<std::int64_t> counts,
-                                std::span<std::int64_t> scratch);
+                                std::span<std::int64_t> scratch,
+                                std::span<const std::int64_t> summed = {});
 // scratch: at least 3 * workers entries, overwritten (the caller keeps it, so the per-step path
-// does not allocate).
+// does not allocate). summed: optional, the R bins summed over the workers when the caller holds
+// them already (the sparsifier does), so the plan need not add up the w ladders again to find
+// where to start; it must be the sum of these ladders (empty: the plan sums them itself).
 
 // Worker w's (rung, quota) for take_cut that keeps its `count` largest candidates, from its own
 // bins (R entries): the highest rung whose count reaches `count`, and the part of that bin.

@@ -371,6 +371,14 @@ TEST(LadderPlan, EqualsAWalkFromTheTopOfTheLadder) {
         g, static_cast<int>(nw), static_cast<std::size_t>(rungs) + 1, 1, rungs, k, cap, got, scr);
     EXPECT_EQ(got, want) << "trial " << trial;
     EXPECT_EQ(got_total, want_total) << "trial " << trial;
+    // The same with the summed ladder given, as the sparsifier passes it.
+    std::vector<std::int64_t> summed(static_cast<std::size_t>(rungs), 0), got2(nw);
+    for (const auto& w : l)
+      for (int j = 0; j < rungs; ++j) summed[static_cast<std::size_t>(j)] += w[j];
+    EXPECT_EQ(plan_worker_counts(g, static_cast<int>(nw), static_cast<std::size_t>(rungs) + 1, 1,
+                                 rungs, k, cap, got2, scr, summed),
+              want_total);
+    EXPECT_EQ(got2, want) << "trial " << trial << " (summed given)";
   }
 }
 
