@@ -24,7 +24,10 @@
 #include <emmintrin.h>
 #endif
 
+#include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/selection.hpp"
+#include "exdyna/core/threshold.hpp"
 #include "exdyna/core/topk_select.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
@@ -162,6 +165,36 @@ void BM_exdyna_select_8w(benchmark::State& st) {
                        static_cast<std::int64_t>(part.size_bytes() + c * sizeof(std::uint32_t)));
 }
 
+// The exact controller's selection kernel for the same worker (issue 12): every |x| at or above
+// the ladder's lowest rung (the steady quarter octave below the threshold) with the ladder's
+// bins, then this worker's cut to its k_i = 1% of the partition (core::take_cut). Not in it: the
+// plan on the gathered ladders (microseconds, independent of n_g). Bytes as for
+// exdyna_select_8w: the partition read and the k_i indices kept.
+void BM_exdyna_exact_select_8w(benchmark::State& st) {
+  auto& in = inputs(st.range(0));
+  const auto part =
+      std::span<const float>(in.acc).first(static_cast<std::size_t>(st.range(0) / kWorkers));
+  std::vector<std::uint32_t> out(part.size());
+  std::vector<float> abs(part.size());
+  const exdyna::core::ExDynaOptions opts;
+  const exdyna::core::HistogramController h(opts.ladder_rungs, opts.ladder_span);
+  const auto grid = h.grid(in.thr_part);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
+  const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
+  std::size_t c = 0;
+  for (auto _ : st) {
+    std::fill(bins.begin(), bins.end(), 0);
+    c = exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(), bins.data());
+    const auto [rung, quota] = exdyna::core::own_cut(bins, k);
+    c = exdyna::core::take_cut(out.data(), abs.data(), c, grid, rung, quota);
+    benchmark::DoNotOptimize(c);
+    benchmark::ClobberMemory();
+  }
+  st.counters["selected"] = static_cast<double>(c);
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) *
+                       static_cast<std::int64_t>(part.size_bytes() + c * sizeof(std::uint32_t)));
+}
+
 void topk(benchmark::State& st, exdyna::core::TopkMethod m) {
   auto& in = inputs(st.range(0));
   const auto k = static_cast<std::size_t>(kDensity * static_cast<double>(st.range(0)));
@@ -238,6 +271,9 @@ void register_all() {
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("read2", BM_read2)->Arg(n)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("exdyna_select_8w", BM_exdyna_select_8w)
+        ->Arg(n)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("exdyna_exact_select_8w", BM_exdyna_exact_select_8w)
         ->Arg(n)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("hard_threshold", BM_hard_threshold)
@@ -329,6 +365,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       ref_line("read (n_g/8)", read_part);
       ref_line("read 2 arrays (2 n_g)", read_two);
       line("exdyna_select_8w", "exdyna_select_8w", read_part);
+      line("exdyna_exact_select_8w", "exdyna_exact_select_8w", read_part);
       line("hard_threshold", "hard_threshold", read_all);
       line("sidco", "sidco", read_all);
       line("ef_accumulate", "ef_accumulate", read_all);

@@ -6,8 +6,13 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "exdyna/core/error.hpp"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace exdyna::core {
 
@@ -72,50 +77,92 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
     std::fill(share.begin(), share.end(), 0);
     return;
   }
-  // floor(need * have / total) exactly (128-bit products), then one more to the largest
-  // remainders until the shares add up to need.
+  // floor(need * have / total) exactly (64-bit products where they fit, else 128-bit), then one
+  // more to the largest remainders (ties to the lower index) until the shares add up to need.
+  // Each floor and remainder is computed once: the round-by-round search used to redo two 128-bit
+  // divisions per worker and round, about 2 w^2 library calls, which at 16 workers cost as much
+  // as the whole selection pass of a small partition (issue 12).
+  constexpr std::size_t kStackWorkers = 64;
+  std::array<std::int64_t, kStackWorkers> rem_stack{};
+  std::vector<std::int64_t> rem_heap;
+  std::int64_t* rem = rem_stack.data();
+  if (have.size() > kStackWorkers) {
+    rem_heap.resize(have.size());
+    rem = rem_heap.data();
+  }
   std::int64_t given = 0;
   for (std::size_t w = 0; w < have.size(); ++w) {
-    const auto p = static_cast<unsigned __int128>(need) * static_cast<unsigned __int128>(have[w]);
-    share[w] = static_cast<std::int64_t>(p / static_cast<unsigned __int128>(total));
+    std::int64_t p64 = 0;
+    if (!__builtin_mul_overflow(need, have[w], &p64)) {
+      share[w] = p64 / total;
+      rem[w] = p64 % total;
+    } else {
+      const auto p = static_cast<unsigned __int128>(need) * static_cast<unsigned __int128>(have[w]);
+      share[w] = static_cast<std::int64_t>(p / static_cast<unsigned __int128>(total));
+      rem[w] = static_cast<std::int64_t>(p % static_cast<unsigned __int128>(total));
+    }
     given += share[w];
   }
-  const auto remainder = [&](std::size_t w) {
-    const auto p = static_cast<unsigned __int128>(need) * static_cast<unsigned __int128>(have[w]);
-    return static_cast<std::int64_t>(p % static_cast<unsigned __int128>(total));
-  };
   for (std::int64_t left = need - given; left > 0; --left) {
     std::size_t best = have.size();
     std::int64_t best_r = 0;
     for (std::size_t w = 0; w < have.size(); ++w) {
-      // A worker already raised has remainder 0 from here on (marked by share > floor).
-      const auto p = static_cast<unsigned __int128>(need) * static_cast<unsigned __int128>(have[w]);
-      if (static_cast<std::int64_t>(p / static_cast<unsigned __int128>(total)) != share[w])
-        continue;
-      const std::int64_t r = remainder(w);
-      if (r > best_r) {
+      if (rem[w] > best_r) {
         best = w;
-        best_r = r;
+        best_r = rem[w];
       }
     }
     EXDYNA_CHECK(best < have.size(), "apportion found no remainder for ", left, " of ", need);
     ++share[best];
+    rem[best] = 0;  // raised once: out of the search, as a worker with no remainder
   }
 }
 
 namespace {
 
-// One pass of the plan for a target `k`; returns the total.
+// The highest rung at which the uncapped global count (from the top) reaches k, or 0. The capped
+// count is never larger (bins are counts, >= 0), so a plan for target k never stops above it: the
+// plan starts there instead of walking the ladder's empty top (7.75 octaves, ~124 rungs, w workers
+// each).
+int first_possible_rung(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
+                        std::size_t offset, int rungs, std::int64_t k,
+                        std::span<const std::int64_t> given) {
+  constexpr int kMaxRungs = 257;
+  std::array<std::int64_t, kMaxRungs> own;
+  const std::int64_t* summed = given.data();
+  if (given.size() != static_cast<std::size_t>(rungs)) {
+    if (rungs > kMaxRungs) return rungs - 1;
+    std::fill_n(own.begin(), rungs, 0);
+    for (int w = 0; w < workers; ++w) {
+      const std::int64_t* b = ladders.data() + static_cast<std::size_t>(w) * stride + offset;
+      for (int j = 0; j < rungs; ++j) own[static_cast<std::size_t>(j)] += b[j];
+    }
+    summed = own.data();
+  }
+  std::int64_t total = 0;
+  for (int j = rungs - 1; j > 0; --j) {
+    total += summed[static_cast<std::size_t>(j)];
+    if (total >= k) return j;
+  }
+  return 0;
+}
+
+// One pass of the plan for a target `k`, from rung `start` down; returns the total.
 std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
-                       std::size_t offset, int rungs, std::int64_t k, std::int64_t cap,
+                       std::size_t offset, int rungs, int start, std::int64_t k, std::int64_t cap,
                        std::span<std::int64_t> above, std::span<std::int64_t> room,
                        std::span<std::int64_t> share, std::span<std::int64_t> counts) {
   const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
   const auto bin = [&](int w, int j) {
     return ladders[static_cast<std::size_t>(w) * stride + offset + static_cast<std::size_t>(j)];
   };
-  std::fill(above.begin(), above.end(), 0);  // count of worker w at or above rung j + 1
-  for (int j = rungs - 1; j >= 0; --j) {
+  // Count of worker w at or above rung j + 1, starting at j = start.
+  for (int w = 0; w < workers; ++w) {
+    std::int64_t a = 0;
+    for (int j = start + 1; j < rungs; ++j) a += bin(w, j);
+    above[static_cast<std::size_t>(w)] = a;
+  }
+  for (int j = start; j >= 0; --j) {
     std::int64_t reach = 0;  // sum over workers of the capped count at or above rung j
     for (int w = 0; w < workers; ++w) reach += capped(above[w] + bin(w, j));
     if (reach >= k || j == 0) {
@@ -141,7 +188,8 @@ std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
                                 std::int64_t cap, std::span<std::int64_t> counts,
-                                std::span<std::int64_t> scratch) {
+                                std::span<std::int64_t> scratch,
+                                std::span<const std::int64_t> summed) {
   EXDYNA_CHECK_ARG(workers >= 1 && rungs >= 1 && k >= 1, "ladder plan for ", workers, " workers, ",
                    rungs, " rungs, k = ", k, "; expected all >= 1");
   EXDYNA_CHECK_ARG(offset + static_cast<std::size_t>(rungs) <= stride &&
@@ -159,8 +207,9 @@ std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int worke
   // (each round can only add empty workers, so at most `workers` rounds).
   std::int64_t target = k, total = 0;
   for (int round = 0; round <= workers; ++round) {
-    total =
-        plan_once(ladders, workers, stride, offset, rungs, target, cap, above, room, share, counts);
+    const int start = first_possible_rung(ladders, workers, stride, offset, rungs, target, summed);
+    total = plan_once(ladders, workers, stride, offset, rungs, start, target, cap, above, room,
+                      share, counts);
     const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));
     if (k - empty == target || k - empty < 1) break;
     target = k - empty;
@@ -181,14 +230,40 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
   return {0, 0};
 }
 
-std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
-                     int rung, std::int64_t quota) {
-  EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "ladder cut at rung ", rung, "; expected 0..",
-                   grid.rungs - 1);
-  EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
-  // Bin >= rung is |x| >= value(rung) exactly (the rungs are floats of the grid, and the
-  // candidates hold no NaN): drop the rest first, so the passes below see about k_i plus one bin.
-  count = keep_pairs_at_least(idx, abs, count, grid.value(rung));
+namespace {
+
+// The cut of one worker's bin `r`, as take_cut describes it, after the compaction: every value
+// above the bin, and of the bin the `quota` largest, resolved to 1/256 of the bin by sub-bins.
+struct SubCut {
+  std::uint32_t last = 0;      // the sub-bin holding the quota-th largest; sub_mask + 1: none
+  std::int64_t last_need = 0;  // of it, the first last_need in index order
+};
+
+// The sub-bin that holds the quota-th largest value: every value above it is taken, and of it the
+// first `last_need` in index order (ties and near-ties break towards the lower index).
+SubCut find_sub_cut(const std::array<std::uint32_t, 256>& sub, std::uint32_t sub_mask,
+                    std::int64_t in_bin, int rung, std::int64_t quota) {
+  EXDYNA_CHECK_ARG(quota <= in_bin, "ladder cut quota ", quota, " exceeds the ", in_bin,
+                   " values of bin ", rung);
+  SubCut cut{sub_mask + 1, 0};  // no sub-bin: quota 0
+  if (quota > 0) {
+    std::int64_t above = 0;
+    for (std::uint32_t s = sub_mask + 1; s-- > 0;) {
+      if (above + sub[s] >= quota) {
+        cut.last = s;
+        cut.last_need = quota - above;
+        break;
+      }
+      above += sub[s];
+    }
+  }
+  return cut;
+}
+
+// Both passes one element at a time, branch-free (the bin's values are in no pattern a branch
+// predictor could learn). Every entry has bin >= rung (take_cut compacted them).
+std::size_t take_cut_scalar(std::uint32_t* idx, const float* abs, std::size_t count,
+                            const LadderGrid& grid, int rung, std::int64_t quota) {
   const int shift = 23 - grid.mant_bits;
   const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
   // Inside the bin, the next (up to) 8 mantissa bits order the values into 256 sub-bins, each
@@ -197,8 +272,7 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
   const int sub_shift = shift - sub_bits;
   const std::uint32_t sub_mask = (1u << sub_bits) - 1;
   const auto r = static_cast<std::uint32_t>(rung);
-  // Pass 1, branch-free: the sub-bin counts of the bin's values (about a fifth of the candidates
-  // at 16 rungs per octave, in no pattern a branch predictor could learn).
+  // Pass 1: the sub-bin counts of the bin's values.
   std::array<std::uint32_t, 256> sub{};
   std::int64_t in_bin = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -208,24 +282,8 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
     sub[(bits >> sub_shift) & sub_mask] += in;
     in_bin += in;
   }
-  EXDYNA_CHECK_ARG(quota <= in_bin, "ladder cut quota ", quota, " exceeds the ", in_bin,
-                   " values of bin ", rung);
-  // The sub-bin that holds the quota-th largest value: every value above it is taken, and of it
-  // the first `last_need` in index order (ties and near-ties break towards the lower index).
-  std::uint32_t last = sub_mask + 1;  // no sub-bin: quota 0
-  std::int64_t last_need = 0;
-  if (quota > 0) {
-    std::int64_t above = 0;
-    for (std::uint32_t s = sub_mask + 1; s-- > 0;) {
-      if (above + sub[s] >= quota) {
-        last = s;
-        last_need = quota - above;
-        break;
-      }
-      above += sub[s];
-    }
-  }
-  // Pass 2, branch-free: keep in place, in index order.
+  const auto [last, last_need] = find_sub_cut(sub, sub_mask, in_bin, rung, quota);
+  // Pass 2: keep in place, in index order.
   std::size_t c = 0;
   std::int64_t seen = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -241,6 +299,106 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
     c += keep;
   }
   return c;
+}
+
+#if defined(__SSE2__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same 16 at a time (issue 12: take_cut's two scalar passes were about a third of the exact
+// controller's extra selection time). Below the top rung a value's key shifted by 8 bits less,
+// fine = bits >> (shift - 8), orders values by bin and then sub-bin, so "bin above r, or the
+// bin's sub-bin above last" is fine > (key(r) << 8 | last), and only fine == that (the last
+// sub-bin, a few values per call) needs the index-order count, done lane by lane.
+// Requires rung < R - 1 (the top bin also holds the values above the ladder) and 8 sub-bits.
+__attribute__((target("avx512f"))) std::size_t take_cut_avx512(std::uint32_t* idx, const float* abs,
+                                                               std::size_t count,
+                                                               const LadderGrid& grid, int rung,
+                                                               std::int64_t quota) {
+  const int sub_shift = 23 - grid.mant_bits - 8;
+  const std::uint32_t bin_key = grid.lo_key + static_cast<std::uint32_t>(rung);
+  const __m128i sh = _mm_cvtsi32_si128(sub_shift);
+  const __m512i bin_v = _mm512_set1_epi32(static_cast<int>(bin_key));
+  const __m512i low8 = _mm512_set1_epi32(0xff);
+  // Pass 1: the sub-bins of the bin's values, compressed into a small buffer, then counted.
+  std::array<std::uint32_t, 256> sub{};
+  std::int64_t in_bin = 0;
+  constexpr std::size_t kBuf = 512;
+  alignas(64) std::uint32_t buf[kBuf + 16];
+  std::size_t nbuf = 0, i = 0;
+  const auto flush = [&] {
+    for (std::size_t j = 0; j < nbuf; ++j) ++sub[buf[j]];
+    in_bin += static_cast<std::int64_t>(nbuf);
+    nbuf = 0;
+  };
+  for (; i + 16 <= count; i += 16) {
+    const __m512i fine = _mm512_srl_epi32(_mm512_loadu_si512(abs + i), sh);
+    const __mmask16 in = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(fine, 8), bin_v);
+    _mm512_storeu_si512(buf + nbuf, _mm512_maskz_compress_epi32(in, _mm512_and_si512(fine, low8)));
+    nbuf += static_cast<std::size_t>(__builtin_popcount(in));
+    if (nbuf > kBuf - 16) flush();
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t fine = std::bit_cast<std::uint32_t>(abs[i]) >> sub_shift;
+    buf[nbuf] = fine & 0xff;
+    nbuf += (fine >> 8) == bin_key;
+  }
+  flush();
+  const auto [last, last_need] = find_sub_cut(sub, 0xff, in_bin, rung, quota);
+  // Pass 2: keep fine > cut, and of fine == cut the first last_need in index order.
+  const std::uint32_t cut = last > 0xff ? (bin_key << 8) | 0xff : (bin_key << 8) | last;
+  const std::int64_t need = last > 0xff ? 0 : last_need;
+  const __m512i cut_v = _mm512_set1_epi32(static_cast<int>(cut));
+  std::size_t c = 0;
+  std::int64_t seen = 0;
+  for (i = 0; i + 16 <= count; i += 16) {
+    const __m512i fine = _mm512_srl_epi32(_mm512_loadu_si512(abs + i), sh);
+    const __m512i x = _mm512_loadu_si512(idx + i);
+    __mmask16 keep = _mm512_cmpgt_epu32_mask(fine, cut_v);
+    __mmask16 eq = _mm512_cmpeq_epi32_mask(fine, cut_v);
+    while (eq != 0) {  // rare: the last sub-bin's few values
+      const auto lane = static_cast<unsigned>(__builtin_ctz(eq));
+      if (seen < need) keep = static_cast<__mmask16>(keep | (1u << lane));
+      ++seen;
+      eq = static_cast<__mmask16>(eq & (eq - 1));
+    }
+    _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(keep, x));  // c <= i: in place
+    c += static_cast<std::size_t>(__builtin_popcount(keep));
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t fine = std::bit_cast<std::uint32_t>(abs[i]) >> sub_shift;
+    const bool at_cut = fine == cut;
+    const bool keep = (fine > cut) | (at_cut & (seen < need));
+    seen += at_cut;
+    idx[c] = idx[i];
+    c += keep;
+  }
+  return c;
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
+                          const LadderGrid& grid, int rung, std::int64_t quota) {
+  EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "ladder cut at rung ", rung, "; expected 0..",
+                   grid.rungs - 1);
+  EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
+  EXDYNA_CHECK_ARG(select_kernel_available(k), "selection kernel ", to_string(k),
+                   " is not available on this CPU");
+  // Bin >= rung is |x| >= value(rung) exactly (the rungs are floats of the grid, and the
+  // candidates hold no NaN): drop the rest first, so the passes below see about k_i plus one bin.
+  count = keep_pairs_at_least_with(k, idx, abs, count, grid.value(rung));
+#if defined(__SSE2__)
+  if (k == SelectKernel::kAvx512 && rung < grid.rungs - 1 && 23 - grid.mant_bits >= 8)
+    return take_cut_avx512(idx, abs, count, grid, rung, quota);
+#endif
+  return take_cut_scalar(idx, abs, count, grid, rung, quota);
+}
+
+std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
+                     int rung, std::int64_t quota) {
+  return take_cut_with(select_kernel_in_use(), idx, abs, count, grid, rung, quota);
 }
 
 }  // namespace exdyna::core

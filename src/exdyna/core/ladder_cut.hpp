@@ -58,9 +58,12 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int workers,
                                 std::size_t stride, std::size_t offset, int rungs, std::int64_t k,
                                 std::int64_t cap, std::span<std::int64_t> counts,
-                                std::span<std::int64_t> scratch);
+                                std::span<std::int64_t> scratch,
+                                std::span<const std::int64_t> summed = {});
 // scratch: at least 3 * workers entries, overwritten (the caller keeps it, so the per-step path
-// does not allocate).
+// does not allocate). summed: optional, the R bins summed over the workers when the caller holds
+// them already (the sparsifier does), so the plan need not add up the w ladders again to find
+// where to start; it must be the sum of these ladders (empty: the plan sums them itself).
 
 // Worker w's (rung, quota) for take_cut that keeps its `count` largest candidates, from its own
 // bins (R entries): the highest rung whose count reaches `count`, and the part of that bin.
@@ -74,6 +77,10 @@ std::pair<int, std::int64_t> own_cut(std::span<const std::int64_t> bins, std::in
 // over those only, no sort: the candidates below the cut, often most of them, cost one compare.
 std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,
                      int rung, std::int64_t quota);
+// With a given implementation (the AVX-512 one runs both passes 16 candidates at a time below the
+// top rung; the others, and the top rung, one at a time): the same result on every kernel.
+std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
+                          const LadderGrid& grid, int rung, std::int64_t quota);
 
 // Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),

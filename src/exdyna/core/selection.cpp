@@ -1,5 +1,6 @@
 #include "exdyna/core/selection.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -285,12 +286,13 @@ void check_grid(const LadderGrid& grid) {
 
 // The second pass: bins of the compacted |x|, all >= rung 0. Four interleaved 32-bit copies of
 // the bins, so that runs of equal keys do not serialise on one counter; on the stack (at most
-// 257 rungs, 4 KiB), so the per-step path does not allocate. 32 bits suffice: a partition holds
-// fewer than 2^32 elements.
+// 257 rungs, 4 KiB, of which only the 4 R in use are cleared), so the per-step path does not
+// allocate. 32 bits suffice: a partition holds fewer than 2^32 elements.
 void count_bins(const float* abs, std::size_t count, const LadderGrid& grid, std::int64_t* bins) {
   constexpr std::size_t kMax = 257;
   const std::size_t nb = static_cast<std::size_t>(grid.rungs);
-  std::array<std::uint32_t, 4 * kMax> c{};
+  std::array<std::uint32_t, 4 * kMax> c;
+  std::fill_n(c.begin(), 4 * nb, 0u);
   const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
   const int shift = 23 - grid.mant_bits;
   const std::uint32_t lo_key = grid.lo_key;

@@ -175,7 +175,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
     planned = core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
-                                       counts_, plan_scratch_);
+                                       counts_, plan_scratch_, summed_bins_);
     const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
     mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,

@@ -13,6 +13,11 @@
 using namespace exdyna;
 using namespace exdyna::core;
 
+namespace {
+constexpr SelectKernel kAllKernels[] = {SelectKernel::kScalar, SelectKernel::kSse2,
+                                        SelectKernel::kAvx2, SelectKernel::kAvx512};
+}  // namespace
+
 TEST(LadderCut, FindsTheBinThatHoldsTheKthValue) {
   // Bins, lowest rung first: counts at or above rung j are 100 60 30 10 4.
   const std::vector<std::int64_t> summed{40, 30, 20, 6, 4};
@@ -75,6 +80,45 @@ TEST(LadderCut, ApportionAddsUpAndStaysWithinEachShare) {
   EXPECT_EQ(bs[1], std::int64_t{3} << 39);
   EXPECT_THROW(apportion(5, std::vector<std::int64_t>{1, 2}, share), InvalidArgument);
   EXPECT_THROW(apportion(-1, std::vector<std::int64_t>{1, 2}, bs), InvalidArgument);
+}
+
+// The shares equal those of the plain round-by-round search (floor, then one more to the largest
+// remaining remainder, ties to the lower index, each worker at most once), which apportion now
+// runs with each floor and remainder computed once.
+TEST(LadderCut, ApportionEqualsTheRoundByRoundLargestRemainder) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const auto n = static_cast<std::size_t>(1 + rng() % 24);
+    std::vector<std::int64_t> have(n), share(n), want(n);
+    const std::uint64_t range = trial % 3 == 0 ? 4 : (trial % 3 == 1 ? 1000 : (1ull << 50));
+    for (auto& h : have) h = static_cast<std::int64_t>(rng() % range);
+    const std::int64_t total = std::accumulate(have.begin(), have.end(), std::int64_t{0});
+    const std::int64_t need =
+        total ? static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(total + 1)) : 0;
+    using U = unsigned __int128;
+    std::vector<bool> raised(n, false);
+    std::int64_t given = 0;
+    for (std::size_t w = 0; w < n && total; ++w) {
+      want[w] = static_cast<std::int64_t>(U(need) * U(have[w]) / U(total));
+      given += want[w];
+    }
+    for (std::int64_t left = total ? need - given : 0; left > 0; --left) {
+      std::size_t best = n;
+      std::int64_t best_r = 0;
+      for (std::size_t w = 0; w < n; ++w) {
+        const auto r = static_cast<std::int64_t>(U(need) * U(have[w]) % U(total));
+        if (!raised[w] && r > best_r) {
+          best = w;
+          best_r = r;
+        }
+      }
+      ASSERT_LT(best, n);
+      ++want[best];
+      raised[best] = true;
+    }
+    apportion(need, have, share);
+    EXPECT_EQ(share, want) << "trial " << trial;
+  }
 }
 
 // One worker: the candidates above the cut's bin, and the largest `quota` of the bin (ties: the
@@ -141,11 +185,48 @@ TEST(LadderCut, TakeCutMatchesTheSubBinOrderWhenMostCandidatesLieBelow) {
       std::vector<std::uint32_t> want;
       for (std::size_t i = 0; i < n; ++i)
         if (keep[i]) want.push_back(idx0[i]);
+      for (auto k : kAllKernels) {
+        if (!select_kernel_available(k)) continue;
+        auto idx = idx0;
+        auto abs = abs0;
+        const auto c = take_cut_with(k, idx.data(), abs.data(), n, grid, rung, quota);
+        idx.resize(c);
+        EXPECT_EQ(idx, want) << "rung " << rung << " quota " << quota << " kernel " << to_string(k);
+      }
+    }
+  }
+}
+
+// Many exact ties in the cut's sub-bin, spread over many vectors of 16: the vector kernel takes
+// the first `quota` of them in index order, as the one-at-a-time passes do, at every quota.
+TEST(LadderCut, TakeCutBreaksLongRunsOfTiesByIndexOnEveryKernel) {
+  const LadderGrid grid{4, ladder_key(0.5f, 4), 65};
+  std::vector<float> part(3001);
+  for (std::size_t i = 0; i < part.size(); ++i)
+    part[i] = i % 3 == 0 ? 1.0f : (i % 3 == 1 ? 0.75f : (i % 7 == 0 ? 3.0f : 0.1f));
+  std::vector<std::uint32_t> idx0(part.size());
+  std::vector<float> abs0(part.size());
+  std::vector<std::int64_t> bins(65, 0);
+  const auto n = collect_ladder_candidates(part, 0, grid, idx0.data(), abs0.data(), bins.data());
+  const int rung = static_cast<int>(ladder_key(1.0f, 4) - grid.lo_key);
+  ASSERT_EQ(bins[rung], 1001);  // every third value is 1.0
+  for (std::int64_t quota : {0, 1, 15, 16, 17, 500, 1000, 1001}) {
+    std::vector<std::uint32_t> want;
+    std::int64_t taken = 0;
+    for (std::size_t i = 0; i < part.size(); ++i) {
+      if (part[i] == 3.0f) want.push_back(static_cast<std::uint32_t>(i));
+      if (part[i] == 1.0f && taken < quota) {
+        want.push_back(static_cast<std::uint32_t>(i));
+        ++taken;
+      }
+    }
+    for (auto k : kAllKernels) {
+      if (!select_kernel_available(k)) continue;
       auto idx = idx0;
       auto abs = abs0;
-      const auto c = take_cut(idx.data(), abs.data(), n, grid, rung, quota);
+      const auto c = take_cut_with(k, idx.data(), abs.data(), n, grid, rung, quota);
       idx.resize(c);
-      EXPECT_EQ(idx, want) << "rung " << rung << " quota " << quota;
+      EXPECT_EQ(idx, want) << "quota " << quota << " kernel " << to_string(k);
     }
   }
 }
@@ -229,6 +310,76 @@ TEST(LadderPlan, EmptyWorkersForcedIndexIsCountedInK) {
   EXPECT_THROW(plan_worker_counts(g, 4, 4, 1, 3, 0, 0, counts, scratch), InvalidArgument);
   EXPECT_THROW(plan_worker_counts(g, 5, 4, 1, 3, 5, 0, counts, scratch), InvalidArgument);
   EXPECT_THROW(own_cut(l[0], 51), InvalidArgument);
+}
+
+// The plan starts at the highest rung the uncapped total could stop at instead of walking the
+// ladder's empty top: the same counts as a walk of every rung from the top, with and without a
+// cap, with empty workers (whose forced index lowers the target), on random ladders.
+TEST(LadderPlan, EqualsAWalkFromTheTopOfTheLadder) {
+  std::mt19937_64 rng(17);
+  // The reference: the plan's rule rung by rung from the top, with apportion for the cut bin.
+  const auto reference = [](const std::vector<std::vector<std::int64_t>>& l, std::int64_t k,
+                            std::int64_t cap, std::vector<std::int64_t>& counts) {
+    const auto nw = l.size();
+    const int rungs = static_cast<int>(l[0].size());
+    const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
+    std::int64_t target = k, total = 0;
+    for (std::size_t round = 0; round <= nw; ++round) {
+      std::vector<std::int64_t> above(nw, 0), room(nw), share(nw);
+      for (int j = rungs - 1; j >= 0; --j) {
+        std::int64_t reach = 0;
+        for (std::size_t w = 0; w < nw; ++w) reach += capped(above[w] + l[w][j]);
+        if (reach >= target || j == 0) {
+          std::int64_t base = 0;
+          for (std::size_t w = 0; w < nw; ++w) {
+            counts[w] = capped(above[w]);
+            room[w] = capped(above[w] + l[w][j]) - counts[w];
+            base += counts[w];
+          }
+          apportion(std::min(target, reach) - base, room, share);
+          total = 0;
+          for (std::size_t w = 0; w < nw; ++w) total += counts[w] += share[w];
+          break;
+        }
+        for (std::size_t w = 0; w < nw; ++w) above[w] += l[w][j];
+      }
+      const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));
+      if (k - empty == target || k - empty < 1) break;
+      target = k - empty;
+    }
+    return total;
+  };
+  for (int trial = 0; trial < 1000; ++trial) {
+    const auto nw = static_cast<std::size_t>(1 + rng() % 16);
+    const int rungs = 2 + static_cast<int>(rng() % 129);
+    const int filled = 1 + static_cast<int>(rng() % static_cast<std::uint64_t>(rungs));
+    std::vector<std::vector<std::int64_t>> l(nw, std::vector<std::int64_t>(rungs, 0));
+    for (auto& w : l) {
+      if (rng() % 5 == 0) continue;  // an empty worker
+      for (int j = 0; j < filled; ++j) w[j] = static_cast<std::int64_t>(rng() % 40);
+    }
+    std::int64_t all = 0;
+    for (const auto& w : l) all += sum(w);
+    const std::int64_t k =
+        1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(all + 5));
+    const std::int64_t cap =
+        rng() % 2 ? 0 : 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k + 3));
+    std::vector<std::int64_t> want(nw), got(nw), scr(3 * nw);
+    const auto want_total = reference(l, k, cap, want);
+    const auto g = gathered(l);
+    const auto got_total = plan_worker_counts(
+        g, static_cast<int>(nw), static_cast<std::size_t>(rungs) + 1, 1, rungs, k, cap, got, scr);
+    EXPECT_EQ(got, want) << "trial " << trial;
+    EXPECT_EQ(got_total, want_total) << "trial " << trial;
+    // The same with the summed ladder given, as the sparsifier passes it.
+    std::vector<std::int64_t> summed(static_cast<std::size_t>(rungs), 0), got2(nw);
+    for (const auto& w : l)
+      for (int j = 0; j < rungs; ++j) summed[static_cast<std::size_t>(j)] += w[j];
+    EXPECT_EQ(plan_worker_counts(g, static_cast<int>(nw), static_cast<std::size_t>(rungs) + 1, 1,
+                                 rungs, k, cap, got2, scr, summed),
+              want_total);
+    EXPECT_EQ(got2, want) << "trial " << trial << " (summed given)";
+  }
 }
 
 // Issue 12's first ladder: one rung per octave, the max's octave on top, reaching rungs - 1
