@@ -28,6 +28,8 @@ def one_rank(tmp_path):
     (dict(density=0.01, gamma=2.0), "gamma 2"),
     (dict(density=0.01, blocks=1.5), "option blocks=1.5"),
     (dict(density=0.01, controller="paper", worker_cap="auto"), "needs --controller exact"),
+    (dict(density=0.01, oktopk_period=0), "option oktopk_period=0"),
+    (dict(density=0.01, oktopk_repartition=2**40), "option oktopk_repartition=1099511627776"),
 ])
 def test_bad_options_raise_value_error(one_rank, kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +62,14 @@ std::int64_t integer(const std::string& name, py::handle v) {
   EXDYNA_CHECK_ARG(!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v), "option ", name,
                    "=", shown(v), " is not valid; expected an integer");
   return v.cast<std::int64_t>();
+}
+
+// An integer option held in an int: 1 .. INT_MAX, refused naming it (a cast would wrap).
+int positive_int(const std::string& name, py::handle v) {
+  const auto i = integer(name, v);
+  EXDYNA_CHECK_ARG(i >= 1 && i <= std::numeric_limits<int>::max(), "option ", name, "=", shown(v),
+                   " is not valid; expected an integer in 1 .. ", std::numeric_limits<int>::max());
+  return static_cast<int>(i);
 }
 
 std::string text(const std::string& name, py::handle v) {
@@ -138,13 +147,9 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"dgc_sample", [](Options& o, auto& n, py::handle v) { o.config.dgc.sample = number(n, v); }},
       {"oktopk_period",
-       [](Options& o, auto& n, py::handle v) {
-         o.config.oktopk.period = static_cast<int>(integer(n, v));
-       }},
+       [](Options& o, auto& n, py::handle v) { o.config.oktopk.period = positive_int(n, v); }},
       {"oktopk_repartition",
-       [](Options& o, auto& n, py::handle v) {
-         o.config.oktopk.repartition = static_cast<int>(integer(n, v));
-       }},
+       [](Options& o, auto& n, py::handle v) { o.config.oktopk.repartition = positive_int(n, v); }},
       {"measure_global_error",
        [](Options& o, const std::string& n, py::handle v) {
          EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", n, "=", shown(v),
