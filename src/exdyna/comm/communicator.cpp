@@ -101,6 +101,15 @@ std::int64_t Communicator::count_alltoall(std::size_t elem_size, std::size_t sen
   return checked_total(recv_counts, "receive count");
 }
 
+std::int64_t Communicator::byte_lengths(std::span<const std::int64_t> counts, std::size_t elem_size,
+                                        std::vector<std::int64_t>& out) {
+  out.resize(counts.size());
+  std::int64_t total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    total += out[r] = counts[r] * static_cast<std::int64_t>(elem_size);
+  return total;
+}
+
 void Communicator::allreduce_sum(std::span<float> data) {
   bytes_.allreduce += data.size_bytes();
   do_allreduce_f32(data);

@@ -113,6 +113,10 @@ class Communicator {
   // engine overrides it with a reduction that moves the 16-bit words themselves.
   virtual void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) = 0;
   virtual void do_broadcast(std::span<std::byte> data, int root) = 0;
+  // Byte lengths per rank of an all-to-all's lists (counts[j] * elem_size), for the engines that
+  // move bytes; returns their sum.
+  static std::int64_t byte_lengths(std::span<const std::int64_t> counts, std::size_t elem_size,
+                                   std::vector<std::int64_t>& out);
   // For an engine whose collective moves more than the logical payload (a 16-bit sum done as an
   // all-gather), so the counts stay honest.
   void add_allreduce_bytes(std::uint64_t b) { bytes_.allreduce += b; }

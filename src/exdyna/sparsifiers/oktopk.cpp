@@ -151,7 +151,8 @@ void OkTopk::select_local(std::span<const float> acc, bool reevaluate) {
 void OkTopk::repartition(comm::Communicator& comm) {
   const auto p = static_cast<std::size_t>(comm.size());
   if (p == 1) return;  // one region, [0, n_g)
-  std::vector<double> proposal(p - 1);
+  auto& proposal = proposal_;
+  proposal.resize(p - 1);
   const std::size_t c = mine_.size();
   for (std::size_t j = 1; j < p; ++j)
     proposal[j - 1] = c >= p ? static_cast<double>(mine_[j * (c / p)])

@@ -112,6 +112,7 @@ class OkTopk final : public Sparsifier {
   std::vector<std::int64_t> bounds_;  // P + 1 boundaries, even until the first repartition
   std::vector<Index> mine_;           // L_i, ascending
   std::vector<std::int64_t> send_counts_, recv_counts_, counts_;
+  std::vector<double> proposal_;    // the repartition's proposed boundaries
   std::vector<Index> recv_idx_;     // indices received in the reduce-scatter, per sender
   std::vector<Index> reduced_idx_;  // this owner's reduced entries, ascending
   std::vector<float> reduced_val_;

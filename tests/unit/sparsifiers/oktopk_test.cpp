@@ -11,6 +11,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/hash.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/oktopk.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
@@ -37,13 +38,9 @@ struct Seen {
   comm::ByteCounts bytes;
 };
 
-// 64-bit mix for reproducible pseudo-random gradients.
+// Reproducible pseudo-random gradients.
 std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
+  return core::splitmix64_mix(x);
 }
 
 }  // namespace

@@ -90,12 +90,9 @@ class ProcessGroupCommunicator final : public Communicator {
   void do_alltoallv(const void* send, std::size_t elem_size,
                     std::span<const std::int64_t> send_counts,
                     std::span<const std::int64_t> recv_counts, void* recv) override {
-    std::vector<std::int64_t> sb(send_counts.size()), rb(recv_counts.size());
-    std::int64_t st = 0, rt = 0;
-    for (std::size_t r = 0; r < sb.size(); ++r) {
-      st += sb[r] = send_counts[r] * static_cast<std::int64_t>(elem_size);
-      rt += rb[r] = recv_counts[r] * static_cast<std::int64_t>(elem_size);
-    }
+    std::vector<std::int64_t> sb, rb;
+    const std::int64_t st = byte_lengths(send_counts, elem_size, sb);
+    const std::int64_t rt = byte_lengths(recv_counts, elem_size, rb);
     std::uint8_t dummy_in = 0, dummy_out = 0;  // empty buffers still need a valid address
     auto tin = at::from_blob(st ? const_cast<void*>(send) : &dummy_in, {st}, at::kByte);
     auto tout = at::from_blob(rt ? recv : &dummy_out, {rt}, at::kByte);
