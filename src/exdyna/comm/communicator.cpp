@@ -25,6 +25,7 @@ void Communicator::allgather_counts(std::span<const std::int64_t> mine,
                    "allgather_counts: output has ", out.size(), " elements, expected ",
                    mine.size() * static_cast<std::size_t>(size()));
   bytes_.allgather_counts += out.size() * sizeof(std::int64_t);
+  const CpuMeter meter(*this);
   do_allgather_i64(mine, out);
 }
 
@@ -75,6 +76,7 @@ std::int64_t Communicator::exchange_alltoall_counts(std::size_t elem_size, std::
   checked_total(send_counts, "send count");
   recv_counts.assign(static_cast<std::size_t>(size()), 0);
   bytes_.allgather_counts += recv_counts.size() * sizeof(std::int64_t);
+  const CpuMeter meter(*this);
   do_alltoall_i64(send_counts, recv_counts);
   for (std::size_t j = 0; j < recv_counts.size(); ++j)
     if (recv_counts[j] < 0 || recv_counts[j] > (std::int64_t{1} << 40))
@@ -112,11 +114,13 @@ std::int64_t Communicator::byte_lengths(std::span<const std::int64_t> counts, st
 
 void Communicator::allreduce_sum(std::span<float> data) {
   bytes_.allreduce += data.size_bytes();
+  const CpuMeter meter(*this);
   do_allreduce_f32(data);
 }
 
 void Communicator::allreduce_sum(std::span<double> data) {
   bytes_.allreduce += data.size_bytes();
+  const CpuMeter meter(*this);
   do_allreduce_f64(data);
 }
 
@@ -126,6 +130,7 @@ void Communicator::allreduce_sum_16(std::span<float> data, core::ValueFormat f) 
   wire16_.resize(data.size());
   for (std::size_t i = 0; i < data.size(); ++i) wire16_[i] = core::to_bits16(data[i], f);
   bytes_.allreduce += wire16_.size() * sizeof(std::uint16_t);
+  const CpuMeter meter(*this);
   do_allreduce_16(wire16_, f);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = core::from_bits16(wire16_[i], f);
 }
@@ -134,10 +139,12 @@ void Communicator::broadcast(std::span<std::byte> data, int root) {
   EXDYNA_CHECK_ARG(root >= 0 && root < size(), "broadcast: root ", root, " outside [0, ", size(),
                    ")");
   bytes_.broadcast += data.size_bytes();
+  const CpuMeter meter(*this);
   do_broadcast(data, root);
 }
 
 void Communicator::barrier() {
+  const CpuMeter meter(*this);
   do_barrier();
 }
 

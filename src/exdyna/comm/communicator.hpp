@@ -16,6 +16,7 @@
 #include "exdyna/comm/byte_counts.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/half_float.hpp"
+#include "exdyna/core/timer.hpp"
 
 namespace exdyna::comm {
 
@@ -88,11 +89,29 @@ class Communicator {
   const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
 
+  // CPU seconds the calling thread spent inside collectives since construction (copies,
+  // reductions, the engine's own work on this thread; not the time it waited). A step's CPU time
+  // minus this is its non-communication work, which the network's emulation must not count twice.
+  double cpu_seconds() const { return cpu_s_; }
+
   // Every blocking call throws TimeoutError after this long. Default 300 s.
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
+  // Adds the calling thread's CPU time between construction and destruction to cpu_seconds().
+  class CpuMeter {
+   public:
+    explicit CpuMeter(Communicator& c) : c_(c), t0_(core::thread_cpu_seconds()) {}
+    ~CpuMeter() { c_.cpu_s_ += core::thread_cpu_seconds() - t0_; }
+    CpuMeter(const CpuMeter&) = delete;
+    CpuMeter& operator=(const CpuMeter&) = delete;
+
+   private:
+    Communicator& c_;
+    double t0_;
+  };
+
   // out has room for sum(counts) * elem_size bytes. In padded mode the engine must move
   // max(counts) * elem_size bytes per rank and strip the padding when writing out.
   virtual void do_allgatherv(const void* mine, std::size_t elem_size,
@@ -135,6 +154,7 @@ class Communicator {
                               std::span<const std::int64_t> send_counts,
                               std::span<const std::int64_t> recv_counts);
   ByteCounts bytes_;
+  double cpu_s_ = 0;
   std::vector<std::uint16_t> wire16_;
   std::chrono::milliseconds timeout_{300'000};
 };
@@ -147,6 +167,7 @@ void Communicator::allgather_list(std::span<const T> mine, std::span<const std::
   std::int64_t total = 0;
   for (auto c : counts) total += c;
   out.resize(static_cast<std::size_t>(total));
+  const CpuMeter meter(*this);
   do_allgatherv(mine.data(), sizeof(T), counts, mode, out.data());
 }
 
@@ -156,6 +177,7 @@ void Communicator::alltoall_list(std::span<const T> send, std::span<const std::i
   static_assert(std::is_trivially_copyable_v<T>);
   const auto total = exchange_alltoall_counts(sizeof(T), send.size(), send_counts, recv_counts);
   recv.resize(static_cast<std::size_t>(total));
+  const CpuMeter meter(*this);
   do_alltoallv(send.data(), sizeof(T), send_counts, recv_counts, recv.data());
 }
 
@@ -167,6 +189,7 @@ void Communicator::alltoall_list_known(std::span<const T> send,
   static_assert(std::is_trivially_copyable_v<T>);
   const auto total = count_alltoall(sizeof(T), send.size(), send_counts, recv_counts);
   recv.resize(static_cast<std::size_t>(total));
+  const CpuMeter meter(*this);
   do_alltoallv(send.data(), sizeof(T), send_counts, recv_counts, recv.data());
 }
 

@@ -32,4 +32,23 @@ inline double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Consecutive phases of one thread, in wall and in CPU time: lap() returns the wall seconds since
+// construction or the last lap, as Stopwatch does, and last_cpu() the thread's CPU seconds over
+// the same interval (what W ranks sharing fewer cores than W do not inflate).
+class PhaseStopwatch {
+ public:
+  PhaseStopwatch() : cpu0_(thread_cpu_seconds()) {}
+  double lap() {
+    const double now = thread_cpu_seconds();
+    last_cpu_ = now - cpu0_;
+    cpu0_ = now;
+    return wall_.lap();
+  }
+  double last_cpu() const { return last_cpu_; }
+
+ private:
+  Stopwatch wall_;
+  double cpu0_, last_cpu_ = 0;
+};
+
 }  // namespace exdyna::core

@@ -6,6 +6,7 @@
 
 #include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/huge_pages.hpp"
 
 namespace exdyna::core {
 
@@ -66,7 +67,7 @@ void topk_nth_element(std::span<const float> v, std::size_t k, std::vector<std::
   const std::size_t n = v.size();
   k = std::min(k, n);
   auto& keys = scratch.keys;
-  keys.resize(n);
+  resize_huge(keys, n);
   for (std::size_t i = 0; i < n; ++i) keys[i] = make_key(v[i], i);
   if (k < n)
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k), keys.end(),

@@ -7,6 +7,7 @@
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/process_resources.hpp"
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
@@ -61,12 +62,13 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
     fds = core::open_descriptors();
   };
   if (cfg.measure_resources && mine.warm_iteration == 0) sample(mine.rss_warm, mine.fds_warm);
-  std::vector<float> grad(static_cast<std::size_t>(src.n_g()));
+  std::vector<float> grad;
+  core::resize_huge(grad, static_cast<std::size_t>(src.n_g()));
   double sums[3] = {0, 0, 0};  // select, non-comm, step
   for (std::int64_t t = 0; t < T; ++t) {
     src.fill(t, comm.rank(), grad);
     core::Stopwatch sw;
-    const double cpu0 = core::thread_cpu_seconds();
+    const double cpu0 = core::thread_cpu_seconds(), comm_cpu0 = comm.cpu_seconds();
     sparsifiers::StepStats st;
     try {
       st = ef.step(grad, comm);
@@ -74,6 +76,7 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
       throw DataError(detail::concat(source_name(cfg), ": ", e.what()));
     }
     st.times.cpu = core::thread_cpu_seconds() - cpu0;
+    st.times.cpu_comm = comm.cpu_seconds() - comm_cpu0;
     sums[2] += sw.elapsed();
     sums[0] += st.times.select;
     sums[1] += st.times.non_comm();

@@ -72,7 +72,7 @@ std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers
       "bytes_broadcast,bytes_alltoall,bytes_padded_elements,bytes_total,t_accumulate,t_select,t_"
       "allgather,t_"
       "allreduce,"
-      "t_broadcast,t_update,t_other,t_non_comm,t_cpu";
+      "t_broadcast,t_update,t_other,t_non_comm,t_cpu,t_cpu_comm,t_select_cpu";
   for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
   for (int i = 0; i < workers; ++i) s += ",alloc_w" + std::to_string(i);
   for (int i = 0; i < workers; ++i) s += ",blocks_p" + std::to_string(i);
@@ -96,7 +96,8 @@ std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers
     for (auto v : b) s += ',', s += std::to_string(v);
     const double tm[] = {st.times.accumulate, st.times.select,     st.times.allgather,
                          st.times.allreduce,  st.times.broadcast,  st.times.update,
-                         st.times.other,      st.times.non_comm(), st.times.cpu};
+                         st.times.other,      st.times.non_comm(), st.times.cpu,
+                         st.times.cpu_comm,   st.times.select_cpu};
     for (auto v : tm) s += ',', append_double(s, v);
     for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)
       s += ',', append_int(s, at_or<std::int64_t>(st.k_per_worker, i, 0));

@@ -9,6 +9,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/hash.hpp"
+#include "exdyna/core/huge_pages.hpp"
 
 // The values must not depend on which instruction set the kernel below is dispatched to: GCC
 // contracts a * b + c into an FMA (one rounding instead of two) by default in C++ where FMA is
@@ -190,7 +191,7 @@ SyntheticSource::SyntheticSource(SyntheticOptions opt) : opt_(std::move(opt)) {
   // Per-element factors c_i = exp(sigma z - sigma^2 / 2) (mean 1), z ~ N(0, 1) by Irwin-Hall of
   // four uniforms (bounded at 3.5 sigma: no absurd outliers).
   constexpr double kSigma = 0.5;
-  element_scale_.resize(static_cast<std::size_t>(opt_.n_g));
+  core::resize_huge(element_scale_, static_cast<std::size_t>(opt_.n_g));
   const std::uint64_t ekey = mix64(opt_.seed ^ 0x454c454d454e5400ull);
   for (std::size_t l = 0; l < L; ++l) {
     for (std::int64_t i = layer_begin_[l]; i < layer_begin_[l + 1]; ++i) {

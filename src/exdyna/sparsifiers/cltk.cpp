@@ -15,7 +15,7 @@ void CltK::step(std::span<const float> acc, comm::Communicator& comm, SparseResu
                 StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "cltk: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const int n = comm.size();
   const int lead = leader(n);
   // k <= n_g (validated), so the leader always has exactly k indices and every rank knows the
@@ -28,6 +28,7 @@ void CltK::step(std::span<const float> acc, comm::Communicator& comm, SparseResu
     out.indices.resize(k);
   }
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   comm.broadcast_values<Index>(out.indices, lead);
   stats.times.broadcast += sw.lap();
 

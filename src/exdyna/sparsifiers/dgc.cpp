@@ -6,6 +6,7 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/hash.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
 
@@ -42,7 +43,7 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   EXDYNA_CHECK_ARG(std::isfinite(ratio) && ratio > 0 && ratio <= 1, "--dgc-sample ", ratio,
                    " is not valid; expected a value in (0, 1]");
   DgcEstimate est;
-  indices.resize(acc.size());
+  core::resize_huge(indices, acc.size());
   if (acc.empty()) return est;
   const std::size_t n = acc.size();
   const auto k = static_cast<std::size_t>(std::floor(density * static_cast<double>(n)));
@@ -82,13 +83,14 @@ void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResul
                StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "dgc: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   // One sample stream per (rank, iteration): workers sample independently, runs repeat.
   const std::uint64_t key = core::splitmix64_mix(static_cast<std::uint64_t>(cfg_.rank) + 1) ^
                             core::splitmix64_mix(static_cast<std::uint64_t>(iteration_) ^
                                                  0x6467630000000000ULL);  // "dgc"
   const auto est = dgc_select(acc, density_, cfg_.dgc.sample, key, mine_, scratch_);
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   stats.k_target = static_cast<std::int64_t>(std::floor(density_ * static_cast<double>(cfg_.n_g)));
   stats.target_density = density_;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,

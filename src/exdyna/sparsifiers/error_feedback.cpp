@@ -4,17 +4,17 @@
 #include <cmath>
 
 #include "exdyna/core/half_float.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
                              ErrorFeedbackOptions opt)
-    : sparsifier_(std::move(sparsifier)),
-      residual_(static_cast<std::size_t>(n_g), 0.0f),
-      opt_(opt) {
+    : sparsifier_(std::move(sparsifier)), opt_(opt) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
   EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
+  core::assign_huge(residual_, static_cast<std::size_t>(n_g), 0.0f);
 }
 
 StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "exdyna/core/byte_io.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/normal_quantile.hpp"
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/core/selection.hpp"
@@ -23,7 +24,7 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "gaussiank: density ",
                    density, " is not valid; expected a value in (0, 1]");
   GaussianKEstimate est;
-  indices.resize(acc.size());
+  core::resize_huge(indices, acc.size());
   if (acc.empty()) return est;
   if (density >= 1) {
     est.count = core::select_threshold(acc, 0.0f, 0, indices.data());
@@ -56,9 +57,10 @@ void GaussianK::step(std::span<const float> acc, comm::Communicator& comm, Spars
                      StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "gaussiank: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto est = gaussiank_select(acc, cfg_.density, mine_);
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "exdyna/core/byte_io.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
 
@@ -20,11 +21,12 @@ void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, S
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g,
                    "hard-threshold: gradient has ", acc.size(),
                    " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
-  mine_.resize(acc.size());  // select_threshold needs room for every element
+  core::PhaseStopwatch sw;
+  core::resize_huge(mine_, acc.size());  // select_threshold needs room for every element
   const std::size_t c =
       core::select_threshold(acc, static_cast<float>(threshold_), 0, mine_.data());
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   stats.threshold = threshold_;
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;

@@ -98,9 +98,10 @@ template <typename Rec>
 void OkTopk::step_with(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
                        StepStats& stats, Buffers<Rec>& b) {
   const bool reevaluate = iteration_ % cfg_.oktopk.period == 0;
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   select_local(acc, reevaluate);
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   if (iteration_ % cfg_.oktopk.repartition == 0) repartition(comm);
   stats.times.other += sw.lap();
   reduce_scatter(acc, comm, b);
@@ -210,7 +211,7 @@ void OkTopk::reduce_scatter(std::span<const float> acc, comm::Communicator& comm
 template <typename Rec>
 void OkTopk::select_global_exact(comm::Communicator& comm, SparseResult& out, StepStats& stats,
                                  Buffers<Rec>& b) {
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto p = static_cast<std::size_t>(comm.size());
   b.send.resize(reduced_idx_.size());
   for (std::size_t j = 0; j < reduced_idx_.size(); ++j)
@@ -245,13 +246,14 @@ void OkTopk::select_global_exact(comm::Communicator& comm, SparseResult& out, St
   global_th_ = picked_.empty() ? 0.0 : smallest;
   stats.threshold = global_th_;
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
 }
 
 // Step 4 and 5 on a step that reuses th_g: keep, balance (padded only), all-gather.
 template <typename Rec>
 void OkTopk::select_global_reused(comm::Communicator& comm, SparseResult& out, StepStats& stats,
                                   Buffers<Rec>& b) {
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto p = static_cast<std::size_t>(comm.size());
   const auto me = static_cast<std::size_t>(comm.rank());
   const float th = core::as_compare_threshold(global_th_);
@@ -263,6 +265,7 @@ void OkTopk::select_global_reused(comm::Communicator& comm, SparseResult& out, S
            cfg_.values);
     }
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
 
   const auto mine = static_cast<std::int64_t>(b.send.size());
   counts_.resize(p);

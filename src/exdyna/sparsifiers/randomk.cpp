@@ -58,13 +58,14 @@ void RandomK::step(std::span<const float> acc, comm::Communicator& comm, SparseR
                    StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "randomk: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const std::int64_t k = cfg_.k();
   out.dense = false;
   randomk_indices(cfg_.randomk.seed, iteration_, cfg_.n_g, k, out.indices, mark_);
   out.values.resize(out.indices.size());
   for (std::size_t j = 0; j < out.indices.size(); ++j) out.values[j] = acc[out.indices[j]];
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "exdyna/core/byte_io.hpp"
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
 
@@ -16,7 +17,7 @@ SidcoEstimate sidco_select(std::span<const float> acc, double density, int stage
                    density, " is not valid; expected a value in (0, 1]");
   EXDYNA_CHECK_ARG(stages >= 1, "sidco: stages ", stages, " is not valid; expected >= 1");
   SidcoEstimate est;
-  indices.resize(acc.size());
+  core::resize_huge(indices, acc.size());
   if (acc.empty()) return est;
   if (density >= 1) {  // every element, zeros included
     est.count = core::select_threshold(acc, 0.0f, 0, indices.data());
@@ -49,9 +50,10 @@ void Sidco::step(std::span<const float> acc, comm::Communicator& comm, SparseRes
                  StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "sidco: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto est = sidco_select(acc, cfg_.density, cfg_.sidco.stages, mine_);
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
   exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,

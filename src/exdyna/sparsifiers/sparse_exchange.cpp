@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/timer.hpp"
 
 namespace exdyna::sparsifiers {
@@ -17,8 +18,9 @@ void union_of_sorted_lists(std::span<const Index> lists, std::span<const std::in
   for (auto c : counts) bounds.push_back(bounds.back() + static_cast<std::size_t>(c));
   EXDYNA_CHECK_EQ(bounds.back(), lists.size(),
                   "union_of_sorted_lists: counts do not add up to the lists");
-  out.assign(lists.begin(), lists.end());
-  scratch.resize(out.size());
+  core::resize_huge(out, lists.size());
+  std::copy(lists.begin(), lists.end(), out.begin());
+  core::resize_huge(scratch, out.size());
   // Merge neighbouring runs until one is left; std::merge keeps duplicates, removed at the end.
   // The halved boundary list is compacted in place (write position <= read position).
   auto at = [](std::vector<Index>& v, std::size_t i) {
@@ -64,7 +66,7 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     std::span<const std::int64_t> riders, comm::Communicator& comm,
                     comm::GatherMode mode, core::ValueFormat values, SparseResult& out,
                     StepStats& stats, ExchangeBuffers& bufs) {
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto n = static_cast<std::size_t>(comm.size());
   const std::size_t width = 1 + riders.size();
   bufs.mine_header.resize(width);
@@ -74,13 +76,16 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
   comm.allgather_counts(bufs.mine_header, bufs.headers);
   bufs.counts.resize(n);
   for (std::size_t r = 0; r < n; ++r) bufs.counts[r] = bufs.headers[r * width];
+  std::int64_t total = 0;
+  for (auto c : bufs.counts) total += c;
+  core::resize_huge(bufs.gathered, static_cast<std::size_t>(total));  // before the engine writes it
   comm.allgather_list<Index>(mine, bufs.counts, mode, bufs.gathered);
   stats.times.allgather += sw.lap();
 
   union_of_sorted_lists(bufs.gathered, bufs.counts, out.indices, bufs.merge_scratch,
                         bufs.run_bounds);
   out.dense = false;
-  out.values.resize(out.indices.size());
+  core::resize_huge(out.values, out.indices.size());
   for (std::size_t j = 0; j < out.indices.size(); ++j) {
     const Index i = out.indices[j];
     EXDYNA_CHECK(i < acc.size(), "gathered index ", i, " is outside the gradient of ", acc.size(),
@@ -88,6 +93,7 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
     out.values[j] = acc[i];
   }
   stats.times.select += sw.lap();  // the union is selection work, done on every rank
+  stats.times.select_cpu += sw.last_cpu();
   allreduce_values(comm, values, out);
   stats.times.allreduce += sw.lap();
 

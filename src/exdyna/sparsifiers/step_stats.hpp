@@ -19,8 +19,11 @@ struct PhaseTimes {
   double update = 0;      // scatter of the averaged update, residual zeroing
   double other = 0;       // partition allocation, threshold scaling, bookkeeping
   double cpu = 0;  // CPU time of the stepping thread over the whole step (set by the sim driver)
-  // CPU time of the stepping thread in `select` (ExDyna sets it; 0 for the others): a worker's
-  // own selection work, which ranks sharing fewer cores than they are do not inflate.
+  // Of `cpu`, the part spent inside collectives (Communicator::cpu_seconds; set by the sim
+  // driver): cpu - cpu_comm is the step's own work, what a faster network would not shorten.
+  double cpu_comm = 0;
+  // CPU time of the stepping thread in `select` (every sparsifier sets it): a worker's own
+  // selection work, which ranks sharing fewer cores than they are do not inflate.
   double select_cpu = 0;
   double non_comm() const { return accumulate + select + update + other; }
 };

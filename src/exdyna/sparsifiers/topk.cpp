@@ -13,10 +13,11 @@ void TopK::step(std::span<const float> acc, comm::Communicator& comm, SparseResu
                 StepStats& stats) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "topk: gradient has ",
                    acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::Stopwatch sw;
+  core::PhaseStopwatch sw;
   const auto k = static_cast<std::size_t>(cfg_.k());
   core::topk_select(acc, k, method_, mine_, scratch_);
   stats.times.select += sw.lap();
+  stats.times.select_cpu += sw.last_cpu();
   stats.k_target = cfg_.k();
   stats.target_density = cfg_.density;
   exchange_union(acc, mine_, {}, comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);

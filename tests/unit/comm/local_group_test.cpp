@@ -143,3 +143,19 @@ TEST(LocalGroup, AlltoallListRefusesCountsThatDoNotMatchTheList) {
     EXPECT_THROW(c.alltoall_list<std::uint32_t>(send, wrong_size, recv, rc), InvalidArgument);
   });
 }
+
+TEST(LocalGroup, CountsTheCpuTimeSpentInsideCollectives) {
+  run_local(2, [](Communicator& c) {
+    EXPECT_EQ(c.cpu_seconds(), 0.0);
+    std::vector<float> v(std::size_t{1} << 22, 1.0f);
+    double before = c.cpu_seconds();
+    for (int i = 0; i < 4; ++i) {
+      c.allreduce_sum(v);
+      EXPECT_GE(c.cpu_seconds(), before);
+      before = c.cpu_seconds();
+    }
+    EXPECT_GT(c.cpu_seconds(), 0.0);  // 4 sums of 4M floats take measurable CPU time
+    EXPECT_EQ(v[123], 16.0f);
+  });
+}
+

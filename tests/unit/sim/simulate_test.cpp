@@ -136,6 +136,28 @@ TEST(Simulate, StatsCsvHasAColumnForEveryField) {
   EXPECT_EQ(rows[1][static_cast<std::size_t>(col)], "4000");  // dense: n_g floats
 }
 
+// The CPU columns compare and the select benchmark read: the select phases' and the collectives'
+// shares of the step's CPU time, each within it, for every sparsifier.
+TEST(Simulate, StatsCsvSplitsTheStepCpuTimeIntoSelectionAndCollectives) {
+  for (const std::string sp : {"exdyna", "topk", "cltk", "hard-threshold", "sidco", "dense"}) {
+    const auto res = run(small_config(sp, 2, 1 << 18, 3));
+    const auto rows = parse_csv(stats_csv(res.steps, 2));
+    const auto at = [&](std::size_t r, const char* name) {
+      const auto c = std::find(rows[0].begin(), rows[0].end(), name) - rows[0].begin();
+      EXPECT_LT(static_cast<std::size_t>(c), rows[0].size()) << name;
+      return std::stod(rows[r][static_cast<std::size_t>(c)]);
+    };
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+      const double cpu = at(r, "t_cpu"), sel = at(r, "t_select_cpu"), comm = at(r, "t_cpu_comm");
+      EXPECT_GE(sel, 0) << sp;
+      EXPECT_GE(comm, 0) << sp;
+      EXPECT_LE(sel + comm, cpu * 1.001 + 1e-6) << sp << " row " << r;
+      if (sp != "dense") EXPECT_GT(sel, 0) << sp << ": a selection over 2^18 values takes time";
+      if (sp == "dense") EXPECT_GT(comm, 0) << "the all-reduce of 2^18 floats takes time";
+    }
+  }
+}
+
 TEST(Simulate, RunsAreDeterministicAndEveryRankRecordsTheSameDecisions) {
   for (const std::string sp :
        {"exdyna", "topk", "cltk", "hard-threshold", "sidco", "randomk", "dense"}) {
