@@ -251,6 +251,44 @@ TEST(ScaleModel, PredictionsEqualTheClosedForms) {
   }
 }
 
+// A selection that also merges the gathered lists (Top-k-like: k' = W k r, r the overshoot)
+// costs s_e n_g + s_v k'; fitted from W = 2 and 8 it predicts W = 4 and 32 exactly, and one whose
+// k' does not move with W (CLT-k's leader) is all per-element cost.
+TEST(ScaleModel, SelectionSeparatesTheScanFromTheUnionOfTheGatheredLists) {
+  std::vector<CommPoint> comm;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      comm.push_back({w, 1e9, 50, "allreduce", m,
+                      collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  const double ng = 25'600'000, k = std::floor(0.01 * ng), se = 4e-9, sv = 2e-9;
+  std::vector<MeasuredCell> cells;
+  for (int w : {2, 8})
+    for (const char* sp : {"hard-threshold", "cltk"}) {
+      MeasuredCell c;
+      c.sparsifier = c.label = sp;
+      c.workers = w;
+      c.bandwidth_bps = 1e9;
+      c.delay_us = 50;
+      c.density = 0.01;
+      c.n_g = static_cast<std::int64_t>(ng);
+      c.density_ratio = c.sparsifier == "cltk" ? 1.0 : 5.0 * w;
+      c.select_ms = 1e3 * (se * ng + sv * c.density_ratio * k);
+      c.non_comm_ms = c.select_ms + 10;
+      c.iter_ms = 100;
+      c.f_t = 1;
+      cells.push_back(c);
+    }
+  const auto m = ScaleModel::fit(comm, cells);
+  for (int w : {4, 32}) {
+    EXPECT_NEAR(m.predict("hard-threshold", w, 1e9, 0.01, ng).select_ms,
+                1e3 * (se * ng + sv * 5.0 * w * k), 1e-3)
+        << "W " << w;
+    EXPECT_NEAR(m.predict("cltk", w, 1e9, 0.01, ng).select_ms, 1e3 * (se * ng + sv * k), 1e-3);
+  }
+  for (const auto& c : m.costs())
+    if (c.label == "cltk") EXPECT_EQ(c.select_at(0.01).s_per_value, 0.0);
+}
+
 TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
   const auto m = fixture_model();
   const auto t = CsvTable::parse(m.model_csv(), "model.csv",

@@ -39,6 +39,9 @@ struct BenchCommOptions {
   int warmup = 3;
   bool check = false;
   bool balanced = false;
+  // Per rank, the mean over the timed calls (one clock around them all, as nccl-tests) or the
+  // median of the calls timed one by one (a call stalled by the scheduler does not count).
+  std::string stat = "mean";
   std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast",
                                "alltoall"};
 };
@@ -245,7 +248,7 @@ void check_same_options(const BenchCommOptions& o, comm::Communicator& c) {
   fp.add("bench", "comm").add("min_bytes", o.min_bytes).add("max_bytes", o.max_bytes);
   fp.add("factor", std::to_string(o.factor)).add("iters", std::to_string(o.iters));
   fp.add("warmup", std::to_string(o.warmup)).add("check", o.check ? "1" : "0");
-  fp.add("balanced", o.balanced ? "1" : "0");
+  fp.add("balanced", o.balanced ? "1" : "0").add("stat", o.stat);
   std::string ops;
   for (const auto& op : o.ops) ops += op + ",";
   fp.add("ops", ops);
@@ -262,7 +265,8 @@ void print_header(const BenchCommOptions& o, const comm::Communicator& c) {
       "%.2f)\n",
       std::string(c.engine()).c_str(), n, o.warmup, o.iters, o.balanced ? "balanced" : "uneven", f);
   std::printf(
-      "# time: mean over ranks of the mean per call; algbw = size / time; busbw: see --help\n");
+      "# time: mean over ranks of the %s per call; algbw = size / time; busbw: see --help\n",
+      o.stat.c_str());
   std::printf("#%13s %12s %-17s %11s %12s %12s %7s\n", "size(B)", "count", "op", "time(us)",
               "algbw(GB/s)", "busbw(GB/s)", "wrong");
   std::fflush(stdout);
@@ -285,10 +289,22 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o) {
   }
   for (int i = 0; i < o.warmup; ++i) b.run(op);
   op.c.barrier();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < o.iters; ++i) b.run(op);
-  const double per_call =
-      std::chrono::duration<double>(Clock::now() - t0).count() / std::max(o.iters, 1);
+  double per_call = 0;
+  if (o.stat == "median") {
+    std::vector<double> t(static_cast<std::size_t>(o.iters));
+    for (auto& ti : t) {
+      const auto t0 = Clock::now();
+      b.run(op);
+      ti = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    const auto mid = t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2);
+    std::nth_element(t.begin(), mid, t.end());
+    per_call = *mid;
+  } else {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o.iters; ++i) b.run(op);
+    per_call = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(o.iters, 1);
+  }
   // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
   double agg[2] = {per_call, static_cast<double>(wrong)};
   op.c.allreduce_sum(std::span<double>(agg, 2));
@@ -362,6 +378,11 @@ void add_bench_command(CLI::App& app, Action& action) {
   sub->add_flag("--check,-c", o->check,
                 "verify every result (exact closed forms); non-zero exit on a wrong element");
   sub->add_flag("--balanced", o->balanced, "equal list lengths on every rank (no padding)");
+  sub->add_option("--stat", o->stat,
+                  "per rank, the mean of the timed calls (one clock around them all) or the "
+                  "median of the calls timed one by one")
+      ->check(CLI::IsMember({"mean", "median"}))
+      ->capture_default_str();
   sub->add_option("--op", o->ops,
                   "operations: allreduce, allgather-padded, allgather-exact, broadcast")
       ->capture_default_str();

@@ -32,7 +32,7 @@ struct CompareArgs {
   std::int64_t n_grad = 25'600'000;
   std::string trace;
   double compute_ms = 0;
-  int iterations = 2, warmup = -1;
+  int iterations = 3, warmup = -1;
   std::string delay = "50us", loss = "0";
   std::string out = "exdyna-compare-out";
   std::string network = "emulated";
@@ -271,7 +271,7 @@ void add_compare_command(CLI::App& app, Action& action) {
                    ->capture_default_str();
   sub->add_option("--warmup", a.warmup,
                   "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna and "
-                  "CLT-k, whose roles rotate over the workers, else 2)")
+                  "CLT-k, whose roles rotate over the workers, at least 3; else 3)")
       ->capture_default_str();
   sub->add_option("--delay", a.delay, "one-way delay of each link (needs sch_netem)")
       ->capture_default_str();

@@ -171,10 +171,11 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
   const auto sizes = sweep_sizes(o, w);
   const std::uint64_t top =
       std::max({sizes.allreduce, sizes.allgather, sizes.broadcast, sizes.alltoall});
-  std::vector<std::string> args{"bench", "comm", "--timeout", num(o.timeout_s),
-                                "-b",    "4K",   "-e",        std::to_string(top),
-                                "-f",    "4",    "-n",        std::to_string(o.sweep_iters),
-                                "-w",    "1",    "--balanced"};
+  std::vector<std::string> args{"bench", "comm", "--timeout",  num(o.timeout_s),
+                                "-b",    "4K",   "-e",         std::to_string(top),
+                                "-f",    "4",    "-n",         std::to_string(o.sweep_iters),
+                                "-w",    "1",    "--balanced", "--stat",
+                                "median"};
   for (const char* op :
        {"allreduce", "allgather-padded", "allgather-exact", "broadcast", "alltoall"})
     args.insert(args.end(), {"--op", op});
@@ -236,7 +237,7 @@ CommTable table_of(const std::vector<std::string>& rows) {
 int warmup_for(const MatrixOptions& o, const CellSpec& c) {
   if (o.warmup >= 0) return o.warmup;
   const bool rotates = c.variant.sparsifier == "exdyna" || c.variant.sparsifier == "cltk";
-  return rotates ? c.workers + 1 : 2;
+  return rotates ? std::max(c.workers + 1, 3) : 3;
 }
 
 namespace {
@@ -298,6 +299,46 @@ bool gathers_exact(const MatrixOptions& o, const Variant& v) {
   return exact_in(v.args) || exact_in(extra_args_for(o.extra_simulate_args, v));
 }
 
+// The non-communication CPU time of one measured iteration: the slowest rank's, since the
+// collectives wait for it (CLT-k's leader selects, the others wait), and that rank's selection.
+struct IterationCpu {
+  std::size_t row = 0;
+  double non_comm_s = 0, select_s = 0;
+};
+
+IterationCpu slowest_rank(const std::vector<StatsColumns>& ranks, std::size_t i) {
+  IterationCpu it{i, 0, 0};
+  for (const auto& r : ranks) {
+    if (i >= r.rows) continue;
+    // The CPU time inside collectives is the sweep's to charge (comm_ms), not non-comm's.
+    const auto in_comm = r.col.find("t_cpu_comm");
+    const double c = r.col.at("t_cpu")[i] - (in_comm != r.col.end() ? in_comm->second[i] : 0.0);
+    if (c < it.non_comm_s) continue;
+    it.non_comm_s = c;
+    // The select phases' own CPU time where the statistics have it (older ones: the wall time
+    // deflated by how much core sharing inflated the rank's non-comm phases).
+    const auto sel_cpu = r.col.find("t_select_cpu");
+    const double wall = r.col.at("t_non_comm")[i];
+    it.select_s = sel_cpu != r.col.end()
+                      ? sel_cpu->second[i]
+                      : r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
+  }
+  return it;
+}
+
+// Of the measured iterations the median one (the lower middle of an even count): a few
+// iterations after the start still carry one-time costs (an ExDyna worker whose partition grows
+// past any it had grows its buffers; first touches of memory), at a different iteration on each
+// rank, and one iteration can be slowed by the machine; the median ignores either.
+IterationCpu median_iteration(const std::vector<StatsColumns>& ranks) {
+  std::vector<IterationCpu> its;
+  for (std::size_t i = 0; i < ranks.front().rows; ++i) its.push_back(slowest_rank(ranks, i));
+  const auto mid = its.begin() + static_cast<std::ptrdiff_t>((its.size() - 1) / 2);
+  std::nth_element(its.begin(), mid, its.end(),
+                   [](const auto& a, const auto& b) { return a.non_comm_s < b.non_comm_s; });
+  return *mid;
+}
+
 // The cells.csv row of a cell from its statistics and the setting's collective times.
 json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<StatsColumns>& ranks,
               const CommTable& t) {
@@ -320,26 +361,9 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
   }
   const double n = static_cast<double>(s.rows);
   ag = 1e3 * ag / n, ar = 1e3 * ar / n, bc = 1e3 * bc / n;
-  // The collectives wait for the slowest rank: per iteration, the largest CPU time of any rank
-  // (CLT-k's leader selects, the others wait). Its select phase in wall time is deflated by how
-  // much sharing cores inflated that rank's non-comm phases (wall / CPU). Of the measured
-  // iterations the cheapest counts (best of N): a few iterations after the start still carry
-  // one-time costs, e.g. an ExDyna worker whose partition grows past any it had (its buffers
-  // grow), which happen at a different iteration on each rank and would otherwise hit every one.
-  double cpu = -1, select = 0;
-  std::size_t best = 0;
-  for (std::size_t i = 0; i < s.rows; ++i) {
-    double c_max = 0, sel = 0;
-    for (const auto& r : ranks) {
-      if (i >= r.rows) continue;
-      const double c = r.col.at("t_cpu")[i], wall = r.col.at("t_non_comm")[i];
-      if (c < c_max) continue;
-      c_max = c;
-      sel = r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
-    }
-    if (cpu < 0 || c_max < cpu) cpu = c_max, select = sel, best = i;
-  }
-  cpu *= 1e3, select *= 1e3;
+  const IterationCpu mid = median_iteration(ranks);
+  const double cpu = 1e3 * mid.non_comm_s, select = 1e3 * mid.select_s;
+  const std::size_t best = mid.row;
   const double wall_non_comm = 1e3 * s.mean("t_non_comm");
   json j;
   j["sparsifier"] = c.variant.sparsifier;

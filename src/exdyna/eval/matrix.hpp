@@ -61,7 +61,7 @@ struct MatrixOptions {
   double compute_ms = 0;             // forward + backward time added to every iteration
   // Iterations run but not measured; -1: auto (warmup_for).
   int warmup = -1;
-  int iterations = 2;  // measured iterations per cell (the cheapest counts)
+  int iterations = 3;  // measured iterations per cell (the median counts)
   double delay_us = 50;
   double loss_pct = 0;
   bool emulated = true;  // false: --network model
@@ -69,7 +69,7 @@ struct MatrixOptions {
   // options: --gather to every cell, the ExDyna options to the exdyna cells, ...).
   std::vector<ExtraArgs> extra_simulate_args;
   double timeout_s = 120;  // per collective; a cell's deadline is derived
-  int sweep_iters = 3;     // timed calls per size in the collective sweep
+  int sweep_iters = 5;     // timed calls per size in the collective sweep (their median counts)
   // Cells that differ only in the bandwidth share one simulate run (the first bandwidth's): its
   // CPU times and bytes do not depend on the link; each bandwidth has its own sweep.
   bool share_across_bandwidths = true;
@@ -84,7 +84,8 @@ struct CellSpec {
 };
 
 // The warm-up iterations of a cell: o.warmup, or with auto W + 1 for the sparsifiers whose work
-// rotates over the workers, ExDyna (partitions) and CLT-k (the leader), and 2 for the others. A
+// rotates over the workers, ExDyna (partitions) and CLT-k (the leader), and 3 for the others
+// (at n_g = 25.6M a rank's CPU time per step still falls over its first 3 iterations). A
 // worker's first turn at a role costs it more (its buffers grow: CLT-k's leader ~0.75 s of CPU the
 // first time, ~0.15 s later, at 25.6M), and the slowest worker sets an iteration's pace.
 int warmup_for(const MatrixOptions& o, const CellSpec& c);

@@ -182,15 +182,17 @@ std::string model_md(const ScaleModel& model) {
        << fmt("%.2f", f.link_efficiency) << " | "
        << (f.beta_from.empty() ? std::string("own sweep") : f.beta_from) << " | " << f.points
        << " | " << fmt("%.1f %%", 100 * f.rel_rms) << " |\n";
-  os << "\nNon-communication costs per label:\n\n| label | selection (ns/element) at each d | "
+  os << "\nNon-communication costs per label:\n\n| label | selection at each d: ns/element + "
+        "ns/gathered value | "
         "other: a (ns/element) | other: b (ns/gathered value) | compute (ms) | cells "
         "|\n|---|---|---|---|---|---|\n";
   for (const auto& l : ordered_labels(model.labels()))
     for (const auto& c : model.costs())
       if (c.label == l) {
         std::string sel;
-        for (const auto& [d, v] : c.select_by_density)
-          sel += (sel.empty() ? "" : ", ") + num_text(d) + ": " + fmt("%.3f", v * 1e9);
+        for (const auto& s : c.select_by_density)
+          sel += (sel.empty() ? "" : ", ") + num_text(s.density) + ": " +
+                 fmt("%.3f", s.s_per_element * 1e9) + " + " + fmt("%.2f", s.s_per_value * 1e9);
         os << "| " << l << " | " << sel << " | " << fmt("%.3f", c.rest_s_per_element * 1e9) << " | "
            << fmt("%.2f", c.rest_s_per_value * 1e9) << " | " << fmt("%.3g", c.compute_ms) << " | "
            << c.points << " |\n";

@@ -150,23 +150,31 @@ LabelCost fit_label_cost(const std::string& label, const std::vector<const Measu
   lc.label = label;
   lc.sparsifier = cs.front()->sparsifier;
   std::vector<double> sel_pe, compute;
-  std::map<double, std::vector<double>> sel_by_d;
+  std::map<double, std::vector<Row>> sel_by_d;  // (elements, G, seconds)
   std::vector<Row> rest;
   for (const auto* c : cs) {
     const double ng = static_cast<double>(c->n_g);
     // The selection is part of the non-communication time: a select_ms above it (timed in wall
     // time on a shared machine) is capped there, so the two costs add up to the measurement.
     const double sel = std::min(c->select_ms, c->non_comm_ms);
-    const double pe = sel * 1e-3 / measured_select_elements(c->sparsifier, c->workers, ng);
-    sel_pe.push_back(pe);
-    sel_by_d[c->density].push_back(pe);
+    const double elements = measured_select_elements(c->sparsifier, c->workers, ng);
     const double dr = c->density_ratio > 0 ? c->density_ratio : 1;
+    const double g = gathered_values(c->sparsifier, dr, c->density, ng);
+    sel_pe.push_back(sel * 1e-3 / elements);
+    if (sel > 0) sel_by_d[c->density].push_back({elements, g, sel * 1e-3});
     const double t = (c->non_comm_ms - sel) * 1e-3;
-    if (t > 0) rest.push_back({ng, gathered_values(c->sparsifier, dr, c->density, ng), t});
+    if (t > 0) rest.push_back({ng, g, t});
     compute.push_back(c->compute_ms);
   }
   lc.select_s_per_element = median_of(sel_pe);
-  for (auto& [d, v] : sel_by_d) lc.select_by_density.emplace_back(d, median_of(v));
+  for (auto& [d, rows] : sel_by_d) {
+    double g_lo = rows.front().xb, g_hi = g_lo;
+    for (const auto& r : rows) g_lo = std::min(g_lo, r.xb), g_hi = std::max(g_hi, r.xb);
+    SelectCost sc{d, 0, 0};
+    // G within 20 % over the W measured (ExDyna's k' ~ k, CLT-k's leader): per element alone.
+    robust_solve(rows, g_hi > 1.2 * g_lo ? -1.0 : 0.0, sc.s_per_element, sc.s_per_value);
+    lc.select_by_density.push_back(sc);
+  }
   // Medians would not see G; a least-squares fit that drops stalled cells (robust_solve) does.
   if (!rest.empty()) robust_solve(rest, -1, lc.rest_s_per_element, lc.rest_s_per_value);
   lc.compute_ms = median_of(compute);
@@ -176,12 +184,12 @@ LabelCost fit_label_cost(const std::string& label, const std::vector<const Measu
 
 }  // namespace
 
-double LabelCost::select_at(double density) const {
-  if (select_by_density.empty()) return select_s_per_element;
-  const std::pair<double, double>* best = nullptr;
+SelectCost LabelCost::select_at(double density) const {
+  if (select_by_density.empty()) return {density, select_s_per_element, 0};
+  const SelectCost* best = nullptr;
   for (const auto& e : select_by_density)
-    if (!best || log_distance(e.first, density) < log_distance(best->first, density)) best = &e;
-  return best->second;
+    if (!best || log_distance(e.density, density) < log_distance(best->density, density)) best = &e;
+  return *best;
 }
 
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
@@ -382,8 +390,10 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   const auto& sp = lc.sparsifier;
   Prediction p;
   p.compute_ms = lc.compute_ms;
-  p.select_ms = 1e3 * lc.select_at(density) * critical_select_elements(sp, workers, n_g);
   const double g = gathered_values(sp, sent_ratio(label, workers, density), density, n_g);
+  const SelectCost sc = lc.select_at(density);
+  p.select_ms =
+      1e3 * (sc.s_per_element * critical_select_elements(sp, workers, n_g) + sc.s_per_value * g);
   p.non_comm_ms = p.select_ms + 1e3 * (lc.rest_s_per_element * n_g + lc.rest_s_per_value * g);
   const double W = workers;
   const double k = std::floor(density * n_g);

@@ -61,21 +61,26 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 
 // Non-communication costs of one label. Selection scans n_g / W elements for ExDyna's partition,
-// n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the leader); its
-// cost per element is the median over the label's cells at each density (the number of values a
-// selection keeps changes its cost: Top-k's heap, the ladders' candidates). The rest (accumulate,
-// update, bookkeeping) is fitted over all the label's cells as rest_s_per_element x n_g +
-// rest_s_per_value x G, G the values gathered per iteration (k' = the sum of the k_i): the
-// update's scatter and the union of the gathered lists grow with G, so with W for the Top-k-like
-// labels (the build-up) and with their overshoot of the density.
+// n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the leader), and
+// for the sparsifiers that all-gather their lists it also merges them into their union, which
+// grows with G, the values gathered per iteration (k' = the sum of the k_i: with W for the Top-k-
+// like labels, the build-up, and with their overshoot of the density). So at each density the
+// selection is fitted over the label's cells at the W measured as s_per_element x elements +
+// s_per_value x G (only the first where G hardly moves with W: the two would not separate; the
+// number of values a selection keeps changes its cost per element too: Top-k's heap, the
+// ladders' candidates). The rest (accumulate, update, bookkeeping) is fitted over all the
+// label's cells as rest_s_per_element x n_g + rest_s_per_value x G (the update's scatter).
+struct SelectCost {
+  double density = 0, s_per_element = 0, s_per_value = 0;
+};
 struct LabelCost {
   std::string label, sparsifier;
-  double select_s_per_element = 0;  // median over every cell (shown in the report)
-  std::vector<std::pair<double, double>> select_by_density;  // (d, s per element)
+  double select_s_per_element = 0;  // median over every cell of select / elements (the report's)
+  std::vector<SelectCost> select_by_density;
   double rest_s_per_element = 0, rest_s_per_value = 0, compute_ms = 0;
   int points = 0;
-  // The selection cost per element measured at the density nearest to d (log scale).
-  double select_at(double density) const;
+  // The selection's costs fitted at the density nearest to d (log scale).
+  SelectCost select_at(double density) const;
 };
 
 // Elements the measured selection time of `sparsifier` covers at W workers (the cells' select_ms
