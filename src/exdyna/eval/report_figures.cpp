@@ -216,11 +216,11 @@ Figure select_figure(const std::vector<MeasuredCell>& cells, const ScaleModel* m
   f.title = "Selection time per iteration against the number of workers (" +
             rate_text(s.bandwidth_bps) + ", d = " + num_text(s.density) + ")";
   f.caption =
-      "Points: measured select time on the critical path (per iteration the slowest rank's; for "
-      "CLT-k "
-      "the leader's). Lines: the scale model (per-element cost x "
-      "n_g/W for ExDyna, x n_g for the others). ExDyna's selection shrinks as workers are added; "
-      "the others' stays.";
+      "Points: measured select CPU time on the critical path (per iteration the slowest rank's; "
+      "for CLT-k the leader's). Lines: the scale model (per-element cost x n_g/W for ExDyna, "
+      "x n_g for the others, + for the Top-k-like labels the union of the gathered lists, "
+      "G log2 W values). ExDyna's selection shrinks as workers are added; the others' stays or "
+      "grows.";
   std::ostringstream os;
   os << "workers";
   for (const auto& l : labels) os << ",measured " << l;

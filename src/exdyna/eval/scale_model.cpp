@@ -144,6 +144,13 @@ double gathered_values(std::string_view sparsifier, double sent_ratio, double de
   return sparsifier == "dense" ? 0.0 : sent_ratio * std::floor(density * n_g);
 }
 
+// The values the selection's union handles: the Top-k-like lists are merged pairwise,
+// ceil(log2 W) rounds over all G values (sparse_exchange's union_of_sorted_lists); the others'
+// lists are disjoint or single, handled once.
+double union_values(std::string_view sparsifier, int workers, double g) {
+  return is_topk_like(sparsifier) ? g * std::max(1.0, std::ceil(std::log2(workers))) : g;
+}
+
 // One label's costs from its cells (see LabelCost).
 LabelCost fit_label_cost(const std::string& label, const std::vector<const MeasuredCell*>& cs) {
   LabelCost lc;
@@ -161,7 +168,9 @@ LabelCost fit_label_cost(const std::string& label, const std::vector<const Measu
     const double dr = c->density_ratio > 0 ? c->density_ratio : 1;
     const double g = gathered_values(c->sparsifier, dr, c->density, ng);
     sel_pe.push_back(sel * 1e-3 / elements);
-    if (sel > 0) sel_by_d[c->density].push_back({elements, g, sel * 1e-3});
+    if (sel > 0)
+      sel_by_d[c->density].push_back(
+          {elements, union_values(c->sparsifier, c->workers, g), sel * 1e-3});
     const double t = (c->non_comm_ms - sel) * 1e-3;
     if (t > 0) rest.push_back({ng, g, t});
     compute.push_back(c->compute_ms);
@@ -392,8 +401,8 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
   p.compute_ms = lc.compute_ms;
   const double g = gathered_values(sp, sent_ratio(label, workers, density), density, n_g);
   const SelectCost sc = lc.select_at(density);
-  p.select_ms =
-      1e3 * (sc.s_per_element * critical_select_elements(sp, workers, n_g) + sc.s_per_value * g);
+  p.select_ms = 1e3 * (sc.s_per_element * critical_select_elements(sp, workers, n_g) +
+                       sc.s_per_value * union_values(sp, workers, g));
   p.non_comm_ms = p.select_ms + 1e3 * (lc.rest_s_per_element * n_g + lc.rest_s_per_value * g);
   const double W = workers;
   const double k = std::floor(density * n_g);

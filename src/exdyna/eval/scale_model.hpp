@@ -64,10 +64,11 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points);
 // n_g for the others (the cells take, per iteration, the slowest rank: for CLT-k the leader), and
 // for the sparsifiers that all-gather their lists it also merges them into their union, which
 // grows with G, the values gathered per iteration (k' = the sum of the k_i: with W for the Top-k-
-// like labels, the build-up, and with their overshoot of the density). So at each density the
-// selection is fitted over the label's cells at the W measured as s_per_element x elements +
-// s_per_value x G (only the first where G hardly moves with W: the two would not separate; the
-// number of values a selection keeps changes its cost per element too: Top-k's heap, the
+// like labels, the build-up, and with their overshoot of the density), merged pairwise in
+// ceil(log2 W) rounds. So at each density the selection is fitted over the label's cells at the W
+// measured as s_per_element x elements + s_per_value x G ceil(log2 W) (x G for the labels whose
+// lists are not merged; only the first where that hardly moves with W: the two would not separate;
+// the number of values a selection keeps changes its cost per element too: Top-k's heap, the
 // ladders' candidates). The rest (accumulate, update, bookkeeping) is fitted over all the
 // label's cells as rest_s_per_element x n_g + rest_s_per_value x G (the update's scatter).
 struct SelectCost {
