@@ -6,12 +6,15 @@
 // grown on demand reallocates, zero-fills and copies tens of MB in the middle of a step, and every
 // fresh page faults again: at n_g = 25.6M on 8 workers that was 0.6 s of one worker's step while
 // the others took 15 ms (docs/benchmarks.md). Reserving n_g elements up front without touching
-// them costs address space only; resident memory follows the largest partition actually seen.
+// them costs address space only; resident memory follows the largest partition actually seen (in
+// 2 MiB steps: a buffer of 4 MiB or more is advised onto huge pages, see huge_pages.hpp).
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <type_traits>
+
+#include "exdyna/core/huge_pages.hpp"
 
 namespace exdyna::core {
 
@@ -29,6 +32,7 @@ class ScratchBuffer {
     // new T[n] default-initialises: for a trivial T nothing is written, so no page is touched.
     data_.reset(capacity > 0 ? new T[capacity] : nullptr);
     capacity_ = capacity;
+    advise_huge_pages(data_.get(), capacity * sizeof(T));
   }
 
   T* data() noexcept { return data_.get(); }
