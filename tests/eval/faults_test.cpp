@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "exdyna/core/shell.hpp"
 #include "exdyna/eval/faults.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/rank_launch.hpp"
@@ -163,13 +164,26 @@ TEST_F(NetworkFaults, DelaySpikesKeepTheDecisions) {
             << *std::max_element(res.end_s.begin(), res.end_s.end()) << " s\n";
 }
 
+// Established TCP connections inside a host's namespace.
+int established(const std::string& ns) {
+  const auto out = exdyna::core::run_capture("ip netns exec " + exdyna::core::shell_quote(ns) +
+                                             " ss -Htn state established 2>/dev/null");
+  return static_cast<int>(std::count(out.begin(), out.end(), '\n'));
+}
+
 TEST_F(NetworkFaults, CutLinkEndsEveryRankNamingTheUnreachableOne) {
   constexpr double kTimeout = 5;
   HostSet hosts(kWorkers, LinkShape{});
   RanksResult res;
   // Grace far beyond --timeout: every rank must end on its own, not be killed by the launcher.
   std::thread job = start(hosts, 1'000'000, kTimeout, std::chrono::seconds(60), res);
-  std::this_thread::sleep_for(std::chrono::seconds(6));
+  // Cut only once host 2 is in the run (a connection to the store and to each of its 3 peers):
+  // cutting it during the rendezvous tests the rendezvous timeout (30 s), not this. On a loaded
+  // machine the 4 ranks can take longer than a fixed wait to get there.
+  const auto wait_until = Clock::now() + std::chrono::seconds(60);
+  while (established(hosts.ns(2)) < kWorkers && Clock::now() < wait_until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   const auto cut_at = Clock::now();
   cut_link(hosts.ns(2));
   job.join();
