@@ -238,6 +238,7 @@ py::dict stats_dict(const sparsifiers::StepStats& s) {
   py::dict t;
   t["accumulate"] = s.times.accumulate;
   t["select"] = s.times.select;
+  t["select_cpu"] = s.times.select_cpu;  // the select phases' thread CPU time
   t["allgather"] = s.times.allgather;
   t["allreduce"] = s.times.allreduce;
   t["broadcast"] = s.times.broadcast;
