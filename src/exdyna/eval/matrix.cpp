@@ -93,6 +93,22 @@ SweepSizes sweep_sizes(const MatrixOptions& o, int workers) {
   return s;
 }
 
+// The collectives the labels' cells make (a sweep of the others would cost time for nothing):
+// every sparse label all-gathers counts and lists and all-reduces values, dense all-reduces, CLT-k
+// broadcasts, Ok-Topk exchanges all-to-all.
+std::vector<std::string> sweep_ops(const MatrixOptions& o) {
+  std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact"};
+  bool bcast = false, a2a = false;
+  for (const auto& l : o.labels) {
+    const auto sp = variant_for(l).sparsifier;
+    bcast = bcast || sp == "cltk";
+    a2a = a2a || sp == "oktopk";
+  }
+  if (bcast) ops.push_back("broadcast");
+  if (a2a) ops.push_back("alltoall");
+  return ops;
+}
+
 // The first columns of a comm.csv row; rows_of finds a setting's rows by its first two.
 std::string row_head(int w, std::uint64_t bps, double delay_us) {
   return std::to_string(w) + "," + std::to_string(bps) + "," + num(delay_us);
@@ -176,9 +192,7 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
                                 "-f",    "4",    "-n",         std::to_string(o.sweep_iters),
                                 "-w",    "1",    "--balanced", "--stat",
                                 "median"};
-  for (const char* op :
-       {"allreduce", "allgather-padded", "allgather-exact", "broadcast", "alltoall"})
-    args.insert(args.end(), {"--op", op});
+  for (const auto& op : sweep_ops(o)) args.insert(args.end(), {"--op", op});
   std::vector<std::string> cmds;
   const auto r = run_job(o, &hosts, w, args, nullptr, log_root, cmds);
   EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps), ": rank ",
@@ -190,8 +204,7 @@ std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts,
 std::vector<std::string> model_rows(const MatrixOptions& o, int w, std::uint64_t bps) {
   const auto sizes = sweep_sizes(o, w);
   std::vector<std::string> rows;
-  for (const std::string op :
-       {"allreduce", "allgather-padded", "allgather-exact", "broadcast", "alltoall"}) {
+  for (const std::string& op : sweep_ops(o)) {
     const std::uint64_t top = op == "allreduce"   ? sizes.allreduce
                               : op == "broadcast" ? sizes.broadcast
                               : op == "alltoall"  ? sizes.alltoall
