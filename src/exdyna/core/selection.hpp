@@ -75,6 +75,29 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::uint32_t* idx_out, float* abs_out,
                                            std::int64_t* bins);
 
+// Issue 12, the exact controller's two-pass collection (docs/exdyna-controller.md, "third
+// round"): on real gradients a worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000
+// candidates for k_i = 1,083), and writing all of them cost more than the plain pass. The first
+// pass only counts: the same count and the same bins as collect_ladder_candidates (added to bins,
+// not cleared), no index or value written. byte_scratch: room for part.size() bytes, overwritten
+// (the AVX-512 kernel compresses each candidate's bin into one byte there and counts the bytes
+// afterwards; ladders of more than 256 rungs take the portable path).
+std::size_t count_ladder_candidates(std::span<const float> part, const LadderGrid& grid,
+                                    std::int64_t* bins, std::uint8_t* byte_scratch);
+std::size_t count_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                         const LadderGrid& grid, std::int64_t* bins,
+                                         std::uint8_t* byte_scratch);
+
+// The second pass, after the plan: every |x| >= lo of part (NaN never), indices offset + i in
+// increasing order into idx_out and |x| into abs_out, as collect_ladder_candidates writes them for
+// a ladder whose rung 0 is lo, without the bins. Returns how many. With lo = grid.value(rung) it
+// yields exactly the candidates of collect_ladder_candidates(grid) at or above `rung`, in the
+// same order, which is all take_cut keeps of them.
+std::size_t collect_at_least(std::span<const float> part, std::uint32_t offset, float lo,
+                             std::uint32_t* idx_out, float* abs_out);
+std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,
+                                  float lo, std::uint32_t* idx_out, float* abs_out);
+
 // Keeps, in place and in order, the candidates with abs >= threshold; returns how many.
 std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count, float threshold);
 

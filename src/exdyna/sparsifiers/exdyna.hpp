@@ -62,6 +62,10 @@ class ExDyna final : public Sparsifier {
   // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
   // Poisson noise (see docs/exdyna-controller.md for the measured choice).
   static constexpr double kBalanceWeight = 0.5;
+  // Two passes pay when the candidates are at least this share of the partition (measured on the
+  // LSTM trace, docs/exdyna-controller.md "third round"): below, writing them costs less than
+  // reading the partition twice.
+  static constexpr double kTwoPassShare = 0.3;
 
  private:
   // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
@@ -79,6 +83,11 @@ class ExDyna final : public Sparsifier {
   // --balance exact: the smoothed per-block load from this step's gathered indices, then the
   // partition boundaries that equalise it.
   void balance_exact(std::span<const Index> gathered);
+  // The exact controller: whether the next step counts its candidates first and collects only
+  // those at or above its own cut after the plan (core::count_ladder_candidates), from this
+  // step's gathered candidate counts. The decisions are the same either way; only the cost
+  // differs.
+  bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
   // the cold ladder; planned: the exact controller's planned total).
   void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
@@ -109,6 +118,7 @@ class ExDyna final : public Sparsifier {
   core::ScratchBuffer<float> abs_;
   std::vector<std::int64_t> plan_scratch_;  // exact controller: plan_worker_counts' scratch
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
+  bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
 };
 
 }  // namespace exdyna::sparsifiers
