@@ -477,13 +477,15 @@ std::size_t count_sse2(const float* p, std::size_t n, float lo_value, const Ladd
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std::size_t n,
                                                             float lo_value, const LadderGrid& grid,
-                                                            std::uint8_t* out) {
+                                                            std::uint8_t* out,
+                                                            std::uint8_t* group_max) {
   const __m512 lo = _mm512_set1_ps(lo_value);
   const int shift = 23 - grid.mant_bits;
   const __m128i sh = _mm_cvtsi32_si128(shift);
   const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
   const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
   const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
+  const __m512i one = _mm512_set1_epi32(1);
   std::size_t c = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
     __m512 a[4];
@@ -492,7 +494,11 @@ __attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std:
       a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
       k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
     }
-    if ((k[0] | k[1] | k[2] | k[3]) == 0) continue;
+    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
+      if (group_max) group_max[i / 64] = 0;
+      continue;
+    }
+    __m512i top_bin = _mm512_setzero_si512();  // 1 + the group's highest bin
     for (int j = 0; j < 4; ++j) {
       const __m512i key = _mm512_srl_epi32(_mm512_castps_si512(a[j]), sh);
       const __m512i b = _mm512_min_epu32(_mm512_sub_epi32(key, lo_key), top_v);
@@ -500,7 +506,11 @@ __attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std:
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c),
                        _mm512_cvtepi32_epi8(_mm512_maskz_compress_epi32(k[j], b)));
       c += static_cast<std::size_t>(__builtin_popcount(k[j]));
+      top_bin = _mm512_mask_max_epu32(top_bin, k[j], top_bin, _mm512_add_epi32(b, one));
     }
+    if (group_max)
+      group_max[i / 64] =
+          static_cast<std::uint8_t>(std::min(255u, _mm512_reduce_max_epu32(top_bin)));
   }
   for (; i < n; ++i) {
     const float a = std::fabs(p[i]);
@@ -509,6 +519,43 @@ __attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std:
     c += a >= lo_value;  // branch-free: the byte is scratch when it does not count
   }
   return c;
+}
+
+// collect_avx512 over the groups of 64 whose group_max is above `above` only (the bitmask of a
+// vector of 64 map bytes is walked bit by bit: one branch per such vector, not one per group, so
+// groups that hold the cut in no pattern cost no mispredictions each), then the tail.
+__attribute__((target("avx512f,avx512bw"))) std::size_t collect_mapped_avx512(
+    const float* p, std::size_t n, float lo_value, std::uint32_t offset,
+    const std::uint8_t* group_max, unsigned above, std::uint32_t* idx_out, float* abs_out) {
+  const __m512 lo = _mm512_set1_ps(lo_value);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  const __m512i above_v = _mm512_set1_epi8(static_cast<char>(above));
+  const std::size_t groups = n / 64;
+  std::size_t c = 0;
+  for (std::size_t g0 = 0; g0 < groups; g0 += 64) {
+    std::uint64_t m = 0;
+    if (g0 + 64 <= groups) {
+      m = _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(group_max + g0), above_v);
+    } else {
+      for (std::size_t g = g0; g < groups; ++g)
+        m |= static_cast<std::uint64_t>(group_max[g] > above) << (g - g0);
+    }
+    for (; m != 0; m &= m - 1) {
+      const std::size_t i = 64 * (g0 + static_cast<std::size_t>(__builtin_ctzll(m)));
+      __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset + i)), lane);
+      for (int j = 0; j < 4; ++j) {
+        const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
+        const __mmask16 k = _mm512_cmp_ps_mask(a, lo, _CMP_GE_OQ);
+        // c <= i + 16 j (only values before this vector were kept): inside part.size().
+        _mm512_storeu_si512(idx_out + c, _mm512_maskz_compress_epi32(k, idx));
+        _mm512_storeu_ps(abs_out + c, _mm512_maskz_compress_ps(k, a));
+        c += static_cast<std::size_t>(__builtin_popcount(k));
+        idx = _mm512_add_epi32(idx, step);
+      }
+    }
+  }
+  return collect_tail(p, 64 * groups, n, lo_value, offset, idx_out, abs_out, c);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -573,16 +620,19 @@ std::size_t collect_at_least(std::span<const float> part, std::uint32_t offset, 
 
 std::size_t count_ladder_candidates_with(SelectKernel k, std::span<const float> part,
                                          const LadderGrid& grid, std::int64_t* bins,
-                                         std::uint8_t* byte_scratch) {
+                                         std::uint8_t* byte_scratch, std::uint8_t* group_max) {
   check_grid(grid);
   EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
   const float lo = grid.value(0);
 #if defined(__SSE2__)
   if (k == SelectKernel::kAvx512 && grid.rungs <= 256) {
-    const std::size_t c = count_avx512(part.data(), part.size(), lo, grid, byte_scratch);
+    const std::size_t c = count_avx512(part.data(), part.size(), lo, grid, byte_scratch, group_max);
     count_bin_bytes(byte_scratch, c, grid.rungs, bins);
     return c;
   }
+#endif
+  if (group_max) std::fill_n(group_max, part.size() / 64, std::uint8_t{255});
+#if defined(__SSE2__)
   if (k != SelectKernel::kScalar) return count_sse2(part.data(), part.size(), lo, grid, bins);
 #endif
   PortableCounts counts(lo, grid);
@@ -591,8 +641,36 @@ std::size_t count_ladder_candidates_with(SelectKernel k, std::span<const float> 
 }
 
 std::size_t count_ladder_candidates(std::span<const float> part, const LadderGrid& grid,
-                                    std::int64_t* bins, std::uint8_t* byte_scratch) {
-  return count_ladder_candidates_with(select_kernel_in_use(), part, grid, bins, byte_scratch);
+                                    std::int64_t* bins, std::uint8_t* byte_scratch,
+                                    std::uint8_t* group_max) {
+  return count_ladder_candidates_with(select_kernel_in_use(), part, grid, bins, byte_scratch,
+                                      group_max);
+}
+
+std::size_t collect_from_rung_with(SelectKernel k, std::span<const float> part,
+                                   std::uint32_t offset, const LadderGrid& grid, int rung,
+                                   const std::uint8_t* group_max, std::uint32_t* idx_out,
+                                   float* abs_out) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "collection from rung ", rung, "; expected 0..",
+                   grid.rungs - 1);
+  const float lo = grid.value(rung);
+#if defined(__SSE2__)
+  if (k == SelectKernel::kAvx512 && cpu_has(k)) {
+    static const bool bw = __builtin_cpu_supports("avx512bw");  // after cpu_has's cpu_init
+    if (bw)
+      return collect_mapped_avx512(part.data(), part.size(), lo, offset, group_max,
+                                   static_cast<unsigned>(std::min(rung, 254)), idx_out, abs_out);
+  }
+#endif
+  return collect_at_least_with(k, part, offset, lo, idx_out, abs_out);
+}
+
+std::size_t collect_from_rung(std::span<const float> part, std::uint32_t offset,
+                              const LadderGrid& grid, int rung, const std::uint8_t* group_max,
+                              std::uint32_t* idx_out, float* abs_out) {
+  return collect_from_rung_with(select_kernel_in_use(), part, offset, grid, rung, group_max,
+                                idx_out, abs_out);
 }
 
 std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,

@@ -93,7 +93,10 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   idx_.reset(static_cast<std::size_t>(cfg_.n_g));
   if (hist_) abs_.reset(idx_.capacity());
   worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
-  if (cfg_.exdyna.controller == core::Controller::kExact) plan_scratch_.resize(3 * n);
+  if (cfg_.exdyna.controller == core::Controller::kExact) {
+    plan_scratch_.resize(3 * n);
+    group_max_.resize(static_cast<std::size_t>(cfg_.n_g) / 64 + 1);
+  }
 }
 
 std::string ExDyna::fingerprint() const {
@@ -159,7 +162,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass = exact && !cold && two_pass_next_;
     if (two_pass)
       mine = core::count_ladder_candidates(part, grid, bins_.data(),
-                                           reinterpret_cast<std::uint8_t*>(abs_.data()));
+                                           reinterpret_cast<std::uint8_t*>(abs_.data()),
+                                           group_max_.data());
     else if (exact)
       mine = core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
                                              bins_.data());
@@ -187,7 +191,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass_next_ = next_two_pass(t, per_rank);
     // Two passes: the candidates at or above this worker's own cut, the only ones take_cut keeps.
     if (two_pass)
-      mine = core::collect_at_least(part, offset, grid.value(rung), idx_.data(), abs_.data());
+      mine = core::collect_from_rung(part, offset, grid, rung, group_max_.data(), idx_.data(),
+                                     abs_.data());
     mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota);
     EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                  " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);

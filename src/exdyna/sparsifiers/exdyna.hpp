@@ -65,7 +65,7 @@ class ExDyna final : public Sparsifier {
   // Two passes pay when the candidates are at least this share of the partition (measured on the
   // LSTM trace, docs/exdyna-controller.md "third round"): below, writing them costs less than
   // reading the partition twice.
-  static constexpr double kTwoPassShare = 0.3;
+  static constexpr double kTwoPassShare = 0.15;
 
  private:
   // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
@@ -118,6 +118,7 @@ class ExDyna final : public Sparsifier {
   core::ScratchBuffer<float> abs_;
   std::vector<std::int64_t> plan_scratch_;  // exact controller: plan_worker_counts' scratch
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
+  std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
 };
 

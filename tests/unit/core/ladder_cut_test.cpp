@@ -232,9 +232,10 @@ TEST(LadderCut, TakeCutBreaksLongRunsOfTiesByIndexOnEveryKernel) {
 }
 
 // Issue 12, third round: the exact controller's two-pass path (count_ladder_candidates, the plan,
-// then collect_at_least at the worker's own cut and take_cut) keeps the same indices as the
-// one-pass path (collect_ladder_candidates, then take_cut) for every count a plan can give the
-// worker, on every kernel, on spread values and on long runs of exact ties.
+// then collect_at_least, or collect_from_rung with the count's group map, at the worker's own
+// cut, and take_cut) keeps the same indices as the one-pass path (collect_ladder_candidates, then
+// take_cut) for every count a plan can give the worker, on every kernel, on spread values and on
+// long runs of exact ties.
 TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
   std::mt19937 rng(33);
   std::lognormal_distribution<float> g(-6.0f, 2.0f);
@@ -271,6 +272,24 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
         EXPECT_EQ(static_cast<std::int64_t>(idx1.size()), count) << to_string(k);
         EXPECT_EQ(idx2, idx1) << "count " << count << " kernel " << to_string(k)
                               << (part == &ties ? " (ties)" : "");
+        // As the sparsifier runs it: the group map of this kernel's count, then collect_from_rung
+        // (and with a map that skips nothing).
+        std::vector<std::int64_t> bins2(bins.size(), 0);
+        std::vector<std::uint8_t> group_max(n / 64 + 1, 0), all(n / 64 + 1, 255);
+        ASSERT_EQ(count_ladder_candidates_with(k, *part, grid, bins2.data(), scratch.data(),
+                                               group_max.data()),
+                  total);
+        ASSERT_EQ(bins2, bins);
+        for (const auto* map : {&group_max, &all}) {
+          std::vector<std::uint32_t> idx3(n);
+          std::vector<float> abs3(n);
+          const auto c3 = collect_from_rung_with(k, *part, 9, grid, rung, map->data(), idx3.data(),
+                                                 abs3.data());
+          idx3.resize(take_cut_with(k, idx3.data(), abs3.data(), c3, grid, rung, quota));
+          EXPECT_EQ(idx3, idx1) << "count " << count << " kernel " << to_string(k)
+                                << (part == &ties ? " (ties)" : "")
+                                << (map == &all ? " (no map)" : " (map)");
+        }
       }
     }
   }

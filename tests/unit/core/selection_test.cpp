@@ -249,3 +249,45 @@ TEST(Selection, CollectAtLeastYieldsTheCandidatesAtOrAboveARungOnEveryKernel) {
     }
   }
 }
+
+// The group map of the counting pass: collect_from_rung with it yields what collect_at_least at
+// the rung's value yields, on every kernel, for rungs across the ladder (also past bin 254 of a
+// 256-rung ladder, where the map saturates), at lengths with and without a partial vector of 64
+// map bytes and a tail of fewer than 64 values.
+TEST(Selection, CollectFromRungWithTheGroupMapEqualsCollectAtLeastOnEveryKernel) {
+  std::mt19937 rng(34);
+  std::lognormal_distribution<float> g(-5.0f, 3.0f);
+  for (std::size_t n : {0u, 63u, 64u, 200u, 4096u, 4160u, 300000u}) {
+    std::vector<float> part(n);
+    for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+    for (std::size_t i = 0; i + 1000 < n; i += 1000)  // runs of groups below rung 0
+      std::fill_n(part.begin() + static_cast<std::ptrdiff_t>(i), 300, 1e-30f);
+    for (const LadderGrid grid :
+         {LadderGrid{4, ladder_key(1e-4f, 4), 129}, LadderGrid{4, ladder_key(1e-9f, 4), 256}}) {
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint8_t> scratch(n + 1), group_max(n / 64 + 1, 7);
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+        count_ladder_candidates_with(k, part, grid, bins.data(), scratch.data(), group_max.data());
+        for (int rung : {0, 1, 50, 100, 128, 200, 254, 255}) {
+          if (rung >= grid.rungs) continue;
+          std::vector<std::uint32_t> want_idx(n + 1), idx(n + 1, 0xdeadbeef);
+          std::vector<float> want_abs(n + 1), abs(n + 1);
+          const auto want = collect_at_least_with(SelectKernel::kScalar, part, 3, grid.value(rung),
+                                                  want_idx.data(), want_abs.data());
+          const auto got = collect_from_rung_with(k, part, 3, grid, rung, group_max.data(),
+                                                  idx.data(), abs.data());
+          ASSERT_EQ(got, want) << to_string(k) << " n " << n << " rung " << rung;
+          EXPECT_EQ(idx[n], 0xdeadbeefu) << to_string(k) << " wrote past part.size()";
+          want_idx.resize(want);
+          want_abs.resize(want);
+          idx.resize(got);
+          abs.resize(got);
+          EXPECT_EQ(idx, want_idx) << to_string(k) << " n " << n << " rung " << rung;
+          EXPECT_EQ(abs, want_abs) << to_string(k) << " n " << n << " rung " << rung;
+        }
+      }
+    }
+  }
+}
