@@ -578,24 +578,9 @@ void count_bin_bytes(const std::uint8_t* b, std::size_t count, int rungs, std::i
   for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
 }
 
-}  // namespace
-
-std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float> part,
-                                           std::uint32_t offset, const LadderGrid& grid,
-                                           std::uint32_t* idx_out, float* abs_out,
-                                           std::int64_t* bins) {
-  check_grid(grid);
-  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
-  const std::size_t c = collect_at_least_with(k, part, offset, grid.value(0), idx_out, abs_out);
-  count_bins(abs_out, c, grid, bins);
-  return c;
-}
-
-std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,
-                                  float lo, std::uint32_t* idx_out, float* abs_out) {
-  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
-  const float* p = part.data();
-  const std::size_t n = part.size();
+// The collection kernel k (checked by the caller): every |x| >= lo of p[0, n).
+std::size_t collect_run(SelectKernel k, const float* p, std::size_t n, float lo,
+                        std::uint32_t offset, std::uint32_t* idx_out, float* abs_out) {
   switch (k) {
 #if defined(__SSE2__)
     case SelectKernel::kAvx512:
@@ -608,6 +593,26 @@ std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, s
     default:
       return collect_tail(p, 0, n, lo, offset, idx_out, abs_out, 0);
   }
+}
+
+}  // namespace
+
+std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                           std::uint32_t offset, const LadderGrid& grid,
+                                           std::uint32_t* idx_out, float* abs_out,
+                                           std::int64_t* bins) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  const std::size_t c =
+      collect_run(k, part.data(), part.size(), grid.value(0), offset, idx_out, abs_out);
+  count_bins(abs_out, c, grid, bins);
+  return c;
+}
+
+std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,
+                                  float lo, std::uint32_t* idx_out, float* abs_out) {
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  return collect_run(k, part.data(), part.size(), lo, offset, idx_out, abs_out);
 }
 
 std::size_t collect_at_least(std::span<const float> part, std::uint32_t offset, float lo,
