@@ -83,6 +83,15 @@ class ExDyna final : public Sparsifier {
   // --balance exact: the smoothed per-block load from this step's gathered indices, then the
   // partition boundaries that equalise it.
   void balance_exact(std::span<const Index> gathered);
+  // The selection pass of the ladder controllers into idx_/abs_ and bins_ (bins cleared first):
+  // the histogram controller's selection, the exact controller's candidates, or with two_pass
+  // only their count and bins (and group_max_). Returns the count of selected or candidates.
+  std::size_t ladder_pass(std::span<const float> part, std::uint32_t offset,
+                          const core::LadderGrid& grid, float thr, bool two_pass);
+  // The exact controller, after the plan (counts_): this worker's own cut of its candidates (with
+  // two_pass, collected first from its cut rung); returns the values kept, counts_[rank].
+  std::size_t own_cut(std::span<const float> part, std::uint32_t offset,
+                      const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
   // The exact controller: whether the next step counts its candidates first and collects only
   // those at or above its own cut after the plan (core::count_ladder_candidates), from this
   // step's gathered candidate counts. The decisions are the same either way; only the cost
