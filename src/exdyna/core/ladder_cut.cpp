@@ -126,11 +126,12 @@ namespace {
 // each).
 int first_possible_rung(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
                         std::size_t offset, int rungs, std::int64_t k,
-                        std::span<const std::int64_t> given) {
+                        std::span<const std::int64_t> given, int* top) {
   constexpr int kMaxRungs = 257;
   std::array<std::int64_t, kMaxRungs> own;
   const std::int64_t* summed = given.data();
   if (given.size() != static_cast<std::size_t>(rungs)) {
+    *top = rungs - 1;
     if (rungs > kMaxRungs) return rungs - 1;
     std::fill_n(own.begin(), rungs, 0);
     for (int w = 0; w < workers; ++w) {
@@ -140,8 +141,10 @@ int first_possible_rung(std::span<const std::int64_t> ladders, int workers, std:
     summed = own.data();
   }
   std::int64_t total = 0;
+  *top = rungs - 1;
   for (int j = rungs - 1; j > 0; --j) {
     total += summed[static_cast<std::size_t>(j)];
+    if (total == 0) *top = j - 1;  // every ladder is empty at rung j and above
     if (total >= k) return j;
   }
   return 0;
@@ -149,17 +152,18 @@ int first_possible_rung(std::span<const std::int64_t> ladders, int workers, std:
 
 // One pass of the plan for a target `k`, from rung `start` down; returns the total.
 std::int64_t plan_once(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
-                       std::size_t offset, int rungs, int start, std::int64_t k, std::int64_t cap,
+                       std::size_t offset, int top, int start, std::int64_t k, std::int64_t cap,
                        std::span<std::int64_t> above, std::span<std::int64_t> room,
                        std::span<std::int64_t> share, std::span<std::int64_t> counts) {
   const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
   const auto bin = [&](int w, int j) {
     return ladders[static_cast<std::size_t>(w) * stride + offset + static_cast<std::size_t>(j)];
   };
-  // Count of worker w at or above rung j + 1, starting at j = start.
+  // Count of worker w at or above rung j + 1, starting at j = start (no ladder holds anything
+  // above rung `top`: the summed ladder is empty there, and the top 7.75 octaves usually are).
   for (int w = 0; w < workers; ++w) {
     std::int64_t a = 0;
-    for (int j = start + 1; j < rungs; ++j) a += bin(w, j);
+    for (int j = start + 1; j <= top; ++j) a += bin(w, j);
     above[static_cast<std::size_t>(w)] = a;
   }
   for (int j = start; j >= 0; --j) {
@@ -207,9 +211,11 @@ std::int64_t plan_worker_counts(std::span<const std::int64_t> ladders, int worke
   // (each round can only add empty workers, so at most `workers` rounds).
   std::int64_t target = k, total = 0;
   for (int round = 0; round <= workers; ++round) {
-    const int start = first_possible_rung(ladders, workers, stride, offset, rungs, target, summed);
-    total = plan_once(ladders, workers, stride, offset, rungs, start, target, cap, above, room,
-                      share, counts);
+    int top = rungs - 1;
+    const int start =
+        first_possible_rung(ladders, workers, stride, offset, rungs, target, summed, &top);
+    total = plan_once(ladders, workers, stride, offset, top, start, target, cap, above, room, share,
+                      counts);
     const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));
     if (k - empty == target || k - empty < 1) break;
     target = k - empty;

@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
@@ -404,6 +405,196 @@ std::size_t collect_sse2(const float* p, std::size_t n, float lo_value, std::uin
 }
 #endif
 
+// ---- the counting pass (count_ladder_candidates) ----
+
+// The bins of values with |x| >= lo, one element at a time and branch-free: a value below lo (or
+// NaN) counts in a spare slot past the R bins. Four interleaved copies, as in count_bins, on the
+// stack; only the 4 (R + 1) in use are cleared.
+class PortableCounts {
+ public:
+  PortableCounts(float lo, const LadderGrid& grid)
+      : lo_(lo),
+        lo_key_(grid.lo_key),
+        shift_(23 - grid.mant_bits),
+        top_(static_cast<std::uint32_t>(grid.rungs - 1)),
+        nb_(static_cast<std::size_t>(grid.rungs) + 1) {
+    std::fill_n(c_.begin(), 4 * nb_, 0u);
+  }
+  void add(const float* p, std::size_t i, std::size_t n) {
+    for (; i < n; ++i, q_ = (q_ + 1) & 3) {
+      const float a = std::fabs(p[i]);
+      const std::uint32_t b = (std::bit_cast<std::uint32_t>(a) >> shift_) - lo_key_;
+      ++c_[q_ * nb_ + (a >= lo_ ? (b < top_ ? b : top_) : top_ + 1)];
+    }
+  }
+  // Adds the bins into bins (R entries) and returns how many values they hold.
+  std::size_t finish(std::int64_t* bins) const {
+    std::size_t total = 0;
+    for (std::size_t j = 0; j + 1 < nb_; ++j) {
+      const std::uint32_t s = c_[j] + c_[nb_ + j] + c_[2 * nb_ + j] + c_[3 * nb_ + j];
+      bins[j] += s;
+      total += s;
+    }
+    return total;
+  }
+
+ private:
+  float lo_;
+  std::uint32_t lo_key_;
+  int shift_;
+  std::uint32_t top_;
+  std::size_t nb_;
+  std::size_t q_ = 0;
+  std::array<std::uint32_t, 4 * 258> c_;
+};
+
+#if defined(__SSE2__)
+// Baseline x86-64 (and AVX2): groups of 16 below lo are skipped with one compare of their maximum
+// (NaN-safe as in select_sse2), the rest are counted one at a time (PortableCounts).
+std::size_t count_sse2(const float* p, std::size_t n, float lo_value, const LadderGrid& grid,
+                       std::int64_t* bins) {
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  const __m128 lo = _mm_set1_ps(lo_value);
+  PortableCounts counts(lo_value, grid);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask),
+                                           _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask)),
+                                _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask),
+                                           _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask)));
+    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;
+    counts.add(p, i, i + 16);
+  }
+  counts.add(p, i, n);
+  return counts.finish(bins);
+}
+
+// AVX-512: the bin of each candidate (key - lo_key, clamped to the top rung: R <= 256 fits a
+// byte) compressed to the front and narrowed to bytes, 16 bytes stored per vector of 16: an
+// eighth of the bytes collect_avx512 writes (an index and a value per candidate), and the tight
+// count over the bytes afterwards needs no shift, subtract or clamp.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std::size_t n,
+                                                            float lo_value, const LadderGrid& grid,
+                                                            std::uint8_t* out,
+                                                            std::uint8_t* group_max) {
+  const __m512 lo = _mm512_set1_ps(lo_value);
+  const int shift = 23 - grid.mant_bits;
+  const __m128i sh = _mm_cvtsi32_si128(shift);
+  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
+  const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
+  const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
+  const __m512i one = _mm512_set1_epi32(1);
+  std::size_t c = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4];
+    __mmask16 k[4];
+    for (int j = 0; j < 4; ++j) {
+      a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
+      k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
+    }
+    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
+      if (group_max) group_max[i / 64] = 0;
+      continue;
+    }
+    __m512i top_bin = _mm512_setzero_si512();  // 1 + the group's highest bin
+    for (int j = 0; j < 4; ++j) {
+      const __m512i key = _mm512_srl_epi32(_mm512_castps_si512(a[j]), sh);
+      const __m512i b = _mm512_min_epu32(_mm512_sub_epi32(key, lo_key), top_v);
+      // c <= i + 16 j: the 16 bytes stay inside the n bytes of out.
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c),
+                       _mm512_cvtepi32_epi8(_mm512_maskz_compress_epi32(k[j], b)));
+      c += static_cast<std::size_t>(__builtin_popcount(k[j]));
+      top_bin = _mm512_mask_max_epu32(top_bin, k[j], top_bin, _mm512_add_epi32(b, one));
+    }
+    if (group_max)
+      group_max[i / 64] =
+          static_cast<std::uint8_t>(std::min(255u, _mm512_reduce_max_epu32(top_bin)));
+  }
+  for (; i < n; ++i) {
+    const float a = std::fabs(p[i]);
+    const std::uint32_t b = (std::bit_cast<std::uint32_t>(a) >> shift) - grid.lo_key;
+    out[c] = static_cast<std::uint8_t>(b < top ? b : top);
+    c += a >= lo_value;  // branch-free: the byte is scratch when it does not count
+  }
+  return c;
+}
+
+// collect_avx512 over the groups of 64 whose group_max is above `above` only (the bitmask of a
+// vector of 64 map bytes is walked bit by bit: one branch per such vector, not one per group, so
+// groups that hold the cut in no pattern cost no mispredictions each), then the tail.
+__attribute__((target("avx512f,avx512bw"))) std::size_t collect_mapped_avx512(
+    const float* p, std::size_t n, float lo_value, std::uint32_t offset,
+    const std::uint8_t* group_max, unsigned above, std::uint32_t* idx_out, float* abs_out) {
+  const __m512 lo = _mm512_set1_ps(lo_value);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  const __m512i above_v = _mm512_set1_epi8(static_cast<char>(above));
+  const std::size_t groups = n / 64;
+  std::size_t c = 0;
+  for (std::size_t g0 = 0; g0 < groups; g0 += 64) {
+    std::uint64_t m = 0;
+    if (g0 + 64 <= groups) {
+      m = _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(group_max + g0), above_v);
+    } else {
+      for (std::size_t g = g0; g < groups; ++g)
+        m |= static_cast<std::uint64_t>(group_max[g] > above) << (g - g0);
+    }
+    for (; m != 0; m &= m - 1) {
+      const std::size_t i = 64 * (g0 + static_cast<std::size_t>(__builtin_ctzll(m)));
+      __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(offset + i)), lane);
+      for (int j = 0; j < 4; ++j) {
+        const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
+        const __mmask16 k = _mm512_cmp_ps_mask(a, lo, _CMP_GE_OQ);
+        // c <= i + 16 j (only values before this vector were kept): inside part.size().
+        _mm512_storeu_si512(idx_out + c, _mm512_maskz_compress_epi32(k, idx));
+        _mm512_storeu_ps(abs_out + c, _mm512_maskz_compress_ps(k, a));
+        c += static_cast<std::size_t>(__builtin_popcount(k));
+        idx = _mm512_add_epi32(idx, step);
+      }
+    }
+  }
+  return collect_tail(p, 64 * groups, n, lo_value, offset, idx_out, abs_out, c);
+}
+#pragma GCC diagnostic pop
+#endif
+
+// The bytes count_avx512 wrote, into bins (R <= 256 entries): four interleaved copies of the
+// counters, as in count_bins (eight were no faster on the LSTM's 100,000 candidates and cost
+// twice the clearing and summing on the small partitions of 16 workers).
+void count_bin_bytes(const std::uint8_t* b, std::size_t count, int rungs, std::int64_t* bins) {
+  constexpr std::size_t kCopies = 4;
+  const auto nb = static_cast<std::size_t>(rungs);
+  std::array<std::uint32_t, kCopies * 256> c;
+  std::fill_n(c.begin(), kCopies * nb, 0u);
+  std::size_t i = 0;
+  for (; i + kCopies <= count; i += kCopies) {
+    std::uint32_t w;
+    std::memcpy(&w, b + i, kCopies);
+    for (std::size_t q = 0; q < kCopies; ++q) ++c[q * nb + ((w >> (8 * q)) & 0xff)];
+  }
+  for (; i < count; ++i) ++c[b[i]];
+  for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
+}
+
+// The collection kernel k (checked by the caller): every |x| >= lo of p[0, n).
+std::size_t collect_run(SelectKernel k, const float* p, std::size_t n, float lo,
+                        std::uint32_t offset, std::uint32_t* idx_out, float* abs_out) {
+  switch (k) {
+#if defined(__SSE2__)
+    case SelectKernel::kAvx512:
+      return collect_avx512(p, n, lo, offset, idx_out, abs_out);
+    case SelectKernel::kAvx2:
+      return collect_avx2(p, n, lo, offset, idx_out, abs_out);
+    case SelectKernel::kSse2:
+      return collect_sse2(p, n, lo, offset, idx_out, abs_out);
+#endif
+    default:
+      return collect_tail(p, 0, n, lo, offset, idx_out, abs_out, 0);
+  }
+}
+
 }  // namespace
 
 std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float> part,
@@ -412,27 +603,76 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::int64_t* bins) {
   check_grid(grid);
   EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
-  const float lo = grid.value(0);
-  const float* p = part.data();
-  const std::size_t n = part.size();
-  std::size_t c;
-  switch (k) {
-#if defined(__SSE2__)
-    case SelectKernel::kAvx512:
-      c = collect_avx512(p, n, lo, offset, idx_out, abs_out);
-      break;
-    case SelectKernel::kAvx2:
-      c = collect_avx2(p, n, lo, offset, idx_out, abs_out);
-      break;
-    case SelectKernel::kSse2:
-      c = collect_sse2(p, n, lo, offset, idx_out, abs_out);
-      break;
-#endif
-    default:
-      c = collect_tail(p, 0, n, lo, offset, idx_out, abs_out, 0);
-  }
+  const std::size_t c =
+      collect_run(k, part.data(), part.size(), grid.value(0), offset, idx_out, abs_out);
   count_bins(abs_out, c, grid, bins);
   return c;
+}
+
+std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,
+                                  float lo, std::uint32_t* idx_out, float* abs_out) {
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  return collect_run(k, part.data(), part.size(), lo, offset, idx_out, abs_out);
+}
+
+std::size_t collect_at_least(std::span<const float> part, std::uint32_t offset, float lo,
+                             std::uint32_t* idx_out, float* abs_out) {
+  return collect_at_least_with(select_kernel_in_use(), part, offset, lo, idx_out, abs_out);
+}
+
+std::size_t count_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                         const LadderGrid& grid, std::int64_t* bins,
+                                         std::uint8_t* byte_scratch, std::uint8_t* group_max) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+  const float lo = grid.value(0);
+#if defined(__SSE2__)
+  if (k == SelectKernel::kAvx512 && grid.rungs <= 256) {
+    const std::size_t c = count_avx512(part.data(), part.size(), lo, grid, byte_scratch, group_max);
+    count_bin_bytes(byte_scratch, c, grid.rungs, bins);
+    return c;
+  }
+#endif
+  if (group_max) std::fill_n(group_max, part.size() / 64, std::uint8_t{255});
+#if defined(__SSE2__)
+  if (k != SelectKernel::kScalar) return count_sse2(part.data(), part.size(), lo, grid, bins);
+#endif
+  PortableCounts counts(lo, grid);
+  counts.add(part.data(), 0, part.size());
+  return counts.finish(bins);
+}
+
+std::size_t count_ladder_candidates(std::span<const float> part, const LadderGrid& grid,
+                                    std::int64_t* bins, std::uint8_t* byte_scratch,
+                                    std::uint8_t* group_max) {
+  return count_ladder_candidates_with(select_kernel_in_use(), part, grid, bins, byte_scratch,
+                                      group_max);
+}
+
+std::size_t collect_from_rung_with(SelectKernel k, std::span<const float> part,
+                                   std::uint32_t offset, const LadderGrid& grid, int rung,
+                                   const std::uint8_t* group_max, std::uint32_t* idx_out,
+                                   float* abs_out) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "collection from rung ", rung, "; expected 0..",
+                   grid.rungs - 1);
+  const float lo = grid.value(rung);
+#if defined(__SSE2__)
+  if (k == SelectKernel::kAvx512 && cpu_has(k)) {
+    static const bool bw = __builtin_cpu_supports("avx512bw");  // after cpu_has's cpu_init
+    if (bw)
+      return collect_mapped_avx512(part.data(), part.size(), lo, offset, group_max,
+                                   static_cast<unsigned>(std::min(rung, 254)), idx_out, abs_out);
+  }
+#endif
+  return collect_at_least_with(k, part, offset, lo, idx_out, abs_out);
+}
+
+std::size_t collect_from_rung(std::span<const float> part, std::uint32_t offset,
+                              const LadderGrid& grid, int rung, const std::uint8_t* group_max,
+                              std::uint32_t* idx_out, float* abs_out) {
+  return collect_from_rung_with(select_kernel_in_use(), part, offset, grid, rung, group_max,
+                                idx_out, abs_out);
 }
 
 std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,

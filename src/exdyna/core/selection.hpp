@@ -75,6 +75,47 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::uint32_t* idx_out, float* abs_out,
                                            std::int64_t* bins);
 
+// Issue 12, the exact controller's two-pass collection (docs/exdyna-controller.md, "third
+// round"): on real gradients a worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000
+// candidates for k_i = 1,083), and writing all of them cost more than the plain pass. The first
+// pass only counts: the same count and the same bins as collect_ladder_candidates (added to bins,
+// not cleared), no index or value written. byte_scratch: room for part.size() bytes, overwritten
+// (the AVX-512 kernel compresses each candidate's bin into one byte there and counts the bytes
+// afterwards; ladders of more than 256 rungs take the portable path).
+// group_max (optional, part.size() / 64 bytes): for each whole group of 64 values, a byte above
+// min(r, 254) whenever the group holds a candidate of bin r or above (0: no candidate), which
+// lets collect_from_rung skip the groups below a worker's cut; kernels that do not compute it
+// write 255 (read every group).
+std::size_t count_ladder_candidates(std::span<const float> part, const LadderGrid& grid,
+                                    std::int64_t* bins, std::uint8_t* byte_scratch,
+                                    std::uint8_t* group_max = nullptr);
+std::size_t count_ladder_candidates_with(SelectKernel k, std::span<const float> part,
+                                         const LadderGrid& grid, std::int64_t* bins,
+                                         std::uint8_t* byte_scratch,
+                                         std::uint8_t* group_max = nullptr);
+
+// The second pass, after the plan: every |x| >= lo of part (NaN never), indices offset + i in
+// increasing order into idx_out and |x| into abs_out, as collect_ladder_candidates writes them for
+// a ladder whose rung 0 is lo, without the bins. Returns how many. With lo = grid.value(rung) it
+// yields exactly the candidates of collect_ladder_candidates(grid) at or above `rung`, in the
+// same order, which is all take_cut keeps of them.
+std::size_t collect_at_least(std::span<const float> part, std::uint32_t offset, float lo,
+                             std::uint32_t* idx_out, float* abs_out);
+std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,
+                                  float lo, std::uint32_t* idx_out, float* abs_out);
+
+// collect_at_least(part, offset, grid.value(rung), ...), reading only the groups of 64 whose
+// group_max (from count_ladder_candidates on the same part and grid) says they hold a value of
+// bin `rung` or above: the same indices and values in the same order (the AVX-512 kernel, where
+// the CPU has AVX-512BW for the byte compares; the others read every group).
+std::size_t collect_from_rung(std::span<const float> part, std::uint32_t offset,
+                              const LadderGrid& grid, int rung, const std::uint8_t* group_max,
+                              std::uint32_t* idx_out, float* abs_out);
+std::size_t collect_from_rung_with(SelectKernel k, std::span<const float> part,
+                                   std::uint32_t offset, const LadderGrid& grid, int rung,
+                                   const std::uint8_t* group_max, std::uint32_t* idx_out,
+                                   float* abs_out);
+
 // Keeps, in place and in order, the candidates with abs >= threshold; returns how many.
 std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count, float threshold);
 

@@ -93,7 +93,10 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   idx_.reset(static_cast<std::size_t>(cfg_.n_g));
   if (hist_) abs_.reset(idx_.capacity());
   worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
-  if (cfg_.exdyna.controller == core::Controller::kExact) plan_scratch_.resize(3 * n);
+  if (cfg_.exdyna.controller == core::Controller::kExact) {
+    plan_scratch_.resize(3 * n);
+    group_max_.resize(static_cast<std::size_t>(cfg_.n_g) / 64 + 1);
+  }
 }
 
 std::string ExDyna::fingerprint() const {
@@ -133,6 +136,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   const auto offset = static_cast<std::uint32_t>(range.begin);
   core::LadderGrid grid;
   std::size_t mine;
+  bool two_pass = false;     // exact controller: count first, collect after the plan
   std::int64_t planned = 0;  // exact controller: the plan's total
   // Issue 12: the exact controller is exact from iteration 0 on any stream (core::cold_ladder).
   const bool cold = exact && t == 0;
@@ -154,11 +158,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     } else {
       grid = hist_->grid(threshold_);
     }
-    std::fill(bins_.begin(), bins_.end(), 0);
-    mine = exact ? core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
-                                                   bins_.data())
-                 : core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
-                                                 abs_.data());
+    two_pass = exact && !cold && two_pass_next_;
+    mine = ladder_pass(part, offset, grid, thr, two_pass);
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
@@ -176,10 +177,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
     planned = core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
                                        counts_, plan_scratch_, summed_bins_);
-    const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
-    mine = core::take_cut(idx_.data(), abs_.data(), mine, grid, rung, quota);
-    EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
-                 " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
+    two_pass_next_ = next_two_pass(t, per_rank);
+    mine = own_cut(part, offset, grid, two_pass, mine);
   } else {
     for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
   }
@@ -254,6 +253,45 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
     threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
                                             cfg_.exdyna.gamma);
   }
+}
+
+std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offset,
+                                const core::LadderGrid& grid, float thr, bool two_pass) {
+  std::fill(bins_.begin(), bins_.end(), 0);
+  if (two_pass)  // the count only; the candidates are collected after the plan (own_cut)
+    return core::count_ladder_candidates(
+        part, grid, bins_.data(), reinterpret_cast<std::uint8_t*>(abs_.data()), group_max_.data());
+  if (cfg_.exdyna.controller == core::Controller::kExact)
+    return core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
+                                           bins_.data());
+  return core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
+                                       abs_.data());
+}
+
+std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
+                            const core::LadderGrid& grid, bool two_pass, std::size_t candidates) {
+  const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+  // Two passes: the candidates at or above this worker's own cut, the only ones take_cut keeps.
+  if (two_pass)
+    candidates = core::collect_from_rung(part, offset, grid, rung, group_max_.data(), idx_.data(),
+                                         abs_.data());
+  const std::size_t mine = core::take_cut(idx_.data(), abs_.data(), candidates, grid, rung, quota);
+  EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
+               " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
+  return mine;
+}
+
+bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
+  // Next step this worker reads the partition that worker `prev` read in this one (Alg. 3's
+  // rotation; exact balance moves its edges a little): its candidates, gathered with the counts,
+  // over its length, predict the share of candidates the next pass meets.
+  const int n = cfg_.world_size;
+  const int next = core::Partitions::allocation(t + 1, cfg_.rank, n);
+  const int prev = (cfg_.rank + 1) % n;
+  if (core::Partitions::allocation(t, prev, n) != next) return false;
+  const auto candidates = gather_all_[static_cast<std::size_t>(prev) * per_rank];
+  return static_cast<double>(candidates) >=
+         kTwoPassShare * static_cast<double>(parts_.range(next).size());
 }
 
 void ExDyna::balance_exact(std::span<const Index> gathered) {

@@ -62,6 +62,10 @@ class ExDyna final : public Sparsifier {
   // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
   // Poisson noise (see docs/exdyna-controller.md for the measured choice).
   static constexpr double kBalanceWeight = 0.5;
+  // Two passes pay when the candidates are at least this share of the partition (measured on the
+  // LSTM trace, docs/exdyna-controller.md "third round"): below, writing them costs less than
+  // reading the partition twice.
+  static constexpr double kTwoPassShare = 0.15;
 
  private:
   // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
@@ -79,6 +83,20 @@ class ExDyna final : public Sparsifier {
   // --balance exact: the smoothed per-block load from this step's gathered indices, then the
   // partition boundaries that equalise it.
   void balance_exact(std::span<const Index> gathered);
+  // The selection pass of the ladder controllers into idx_/abs_ and bins_ (bins cleared first):
+  // the histogram controller's selection, the exact controller's candidates, or with two_pass
+  // only their count and bins (and group_max_). Returns the count of selected or candidates.
+  std::size_t ladder_pass(std::span<const float> part, std::uint32_t offset,
+                          const core::LadderGrid& grid, float thr, bool two_pass);
+  // The exact controller, after the plan (counts_): this worker's own cut of its candidates (with
+  // two_pass, collected first from its cut rung); returns the values kept, counts_[rank].
+  std::size_t own_cut(std::span<const float> part, std::uint32_t offset,
+                      const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
+  // The exact controller: whether the next step counts its candidates first and collects only
+  // those at or above its own cut after the plan (core::count_ladder_candidates), from this
+  // step's gathered candidate counts. The decisions are the same either way; only the cost
+  // differs.
+  bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
   // the cold ladder; planned: the exact controller's planned total).
   void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
@@ -109,6 +127,8 @@ class ExDyna final : public Sparsifier {
   core::ScratchBuffer<float> abs_;
   std::vector<std::int64_t> plan_scratch_;  // exact controller: plan_worker_counts' scratch
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
+  std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
+  bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
 };
 
 }  // namespace exdyna::sparsifiers

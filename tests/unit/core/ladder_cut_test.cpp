@@ -231,6 +231,70 @@ TEST(LadderCut, TakeCutBreaksLongRunsOfTiesByIndexOnEveryKernel) {
   }
 }
 
+// Issue 12, third round: the exact controller's two-pass path (count_ladder_candidates, the plan,
+// then collect_at_least, or collect_from_rung with the count's group map, at the worker's own
+// cut, and take_cut) keeps the same indices as the one-pass path (collect_ladder_candidates, then
+// take_cut) for every count a plan can give the worker, on every kernel, on spread values and on
+// long runs of exact ties.
+TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
+  std::mt19937 rng(33);
+  std::lognormal_distribution<float> g(-6.0f, 2.0f);
+  std::vector<float> spread(20000), ties(3001);
+  for (auto& x : spread) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+  for (std::size_t i = 0; i < ties.size(); ++i)
+    ties[i] = i % 3 == 0 ? -1.0f : (i % 3 == 1 ? 0.75f : (i % 7 == 0 ? 3.0f : 0.1f));
+  const LadderGrid grids[] = {LadderGrid{4, ladder_key(1e-5f, 4), 129},
+                              LadderGrid{4, ladder_key(0.5f, 4), 65}};
+  for (const auto* part : {&spread, &ties}) {
+    const LadderGrid& grid = grids[part == &spread ? 0 : 1];
+    const std::size_t n = part->size();
+    std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+    std::vector<std::uint8_t> scratch(n);
+    const auto total = count_ladder_candidates(*part, grid, bins.data(), scratch.data());
+    const auto held = static_cast<std::int64_t>(total);
+    for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{15}, std::int64_t{16},
+                               std::int64_t{17}, std::int64_t{500}, held / 3, held - 1, held}) {
+      if (count < 0 || count > held) continue;
+      const auto [rung, quota] = own_cut(bins, count);
+      for (auto k : kAllKernels) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint32_t> idx1(n), idx2(n);
+        std::vector<float> abs1(n), abs2(n);
+        std::vector<std::int64_t> bins1(bins.size(), 0);
+        const auto c1 = collect_ladder_candidates_with(k, *part, 9, grid, idx1.data(), abs1.data(),
+                                                       bins1.data());
+        ASSERT_EQ(c1, total);
+        ASSERT_EQ(bins1, bins);
+        idx1.resize(take_cut_with(k, idx1.data(), abs1.data(), c1, grid, rung, quota));
+        const auto c2 =
+            collect_at_least_with(k, *part, 9, grid.value(rung), idx2.data(), abs2.data());
+        idx2.resize(take_cut_with(k, idx2.data(), abs2.data(), c2, grid, rung, quota));
+        EXPECT_EQ(static_cast<std::int64_t>(idx1.size()), count) << to_string(k);
+        EXPECT_EQ(idx2, idx1) << "count " << count << " kernel " << to_string(k)
+                              << (part == &ties ? " (ties)" : "");
+        // As the sparsifier runs it: the group map of this kernel's count, then collect_from_rung
+        // (and with a map that skips nothing).
+        std::vector<std::int64_t> bins2(bins.size(), 0);
+        std::vector<std::uint8_t> group_max(n / 64 + 1, 0), all(n / 64 + 1, 255);
+        ASSERT_EQ(count_ladder_candidates_with(k, *part, grid, bins2.data(), scratch.data(),
+                                               group_max.data()),
+                  total);
+        ASSERT_EQ(bins2, bins);
+        for (const auto* map : {&group_max, &all}) {
+          std::vector<std::uint32_t> idx3(n);
+          std::vector<float> abs3(n);
+          const auto c3 = collect_from_rung_with(k, *part, 9, grid, rung, map->data(), idx3.data(),
+                                                 abs3.data());
+          idx3.resize(take_cut_with(k, idx3.data(), abs3.data(), c3, grid, rung, quota));
+          EXPECT_EQ(idx3, idx1) << "count " << count << " kernel " << to_string(k)
+                                << (part == &ties ? " (ties)" : "")
+                                << (map == &all ? " (no map)" : " (map)");
+        }
+      }
+    }
+  }
+}
+
 namespace {
 
 // Gathered layout as the sparsifier sends it: [count, bins...] per worker.

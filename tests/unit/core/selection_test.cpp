@@ -162,3 +162,132 @@ TEST(Selection, KeepPairsAtLeastCompactsBothInPlaceOnEveryKernel) {
     }
   }
 }
+
+// Issue 12, third round: the counting pass of the exact controller's two-pass collection gives the
+// count and bins of collect_ladder_candidates (the reference: the scalar collection) on every
+// kernel, at every length, with NaN, infinities, zeros and values exactly on rungs, for ladders
+// whose bins fit a byte (the AVX-512 byte stream) and one that does not (257 rungs); and it
+// writes no byte past part.size().
+TEST(Selection, CountLadderCandidatesEqualsTheCollectionOnEveryKernel) {
+  std::mt19937 rng(31);
+  std::lognormal_distribution<float> g(-5.0f, 2.5f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t n : {0u, 1u, 15u, 16u, 63u, 64u, 65u, 130u, 1000u, 4097u, 20000u}) {
+    std::vector<float> part(n);
+    for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+    for (std::size_t i = 0; i < n; i += 97) part[i] = 0.0f;
+    if (n > 10) {
+      part[3] = nan;
+      part[5] = -inf;
+      part[7] = ladder_value(ladder_key(1e-3f, 4), 4);  // exactly on a rung
+    }
+    for (const LadderGrid grid :
+         {LadderGrid{4, ladder_key(1e-4f, 4), 129}, LadderGrid{4, ladder_key(3e-2f, 4), 129},
+          LadderGrid{2, ladder_key(1e-6f, 2), 33}, LadderGrid{4, ladder_key(1e-6f, 4), 256},
+          LadderGrid{4, ladder_key(1e-6f, 4), 257}, LadderGrid{0, 0, 129}}) {
+      std::vector<std::uint32_t> idx(n + 1);
+      std::vector<float> abs(n + 1);
+      std::vector<std::int64_t> want(static_cast<std::size_t>(grid.rungs), 5);
+      const auto c = collect_ladder_candidates_with(SelectKernel::kScalar, part, 0, grid,
+                                                    idx.data(), abs.data(), want.data());
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint8_t> scratch(n + 1, 0xab);
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);  // added to
+        const auto got = count_ladder_candidates_with(k, part, grid, bins.data(), scratch.data());
+        EXPECT_EQ(got, c) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+        EXPECT_EQ(bins, want) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+        EXPECT_EQ(scratch[n], 0xab) << to_string(k) << " wrote past part.size()";
+      }
+      std::vector<std::uint8_t> scratch(n + 1);
+      std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);
+      EXPECT_EQ(count_ladder_candidates(part, grid, bins.data(), scratch.data()), c);
+      EXPECT_EQ(bins, want);
+    }
+  }
+}
+
+// The second pass: collect_at_least(grid.value(rung)) yields exactly the ladder's candidates at or
+// above `rung`, indices and values, in the same order, on every kernel.
+TEST(Selection, CollectAtLeastYieldsTheCandidatesAtOrAboveARungOnEveryKernel) {
+  std::mt19937 rng(32);
+  std::lognormal_distribution<float> g(-5.0f, 2.5f);
+  for (std::size_t n : {0u, 1u, 31u, 64u, 65u, 1000u, 20000u}) {
+    std::vector<float> part(n);
+    for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+    if (n > 10) part[4] = std::numeric_limits<float>::quiet_NaN();
+    const LadderGrid grid{4, ladder_key(1e-4f, 4), 129};
+    std::vector<std::uint32_t> idx(n + 1);
+    std::vector<float> abs(n + 1);
+    std::vector<std::int64_t> bins(129, 0);
+    const auto c = collect_ladder_candidates_with(SelectKernel::kScalar, part, 11, grid, idx.data(),
+                                                  abs.data(), bins.data());
+    for (int rung : {0, 1, 37, 64, 100, 128}) {
+      const float lo = grid.value(rung);
+      std::vector<std::uint32_t> want_idx;
+      std::vector<float> want_abs;
+      for (std::size_t i = 0; i < c; ++i)
+        if (abs[i] >= lo) {
+          want_idx.push_back(idx[i]);
+          want_abs.push_back(abs[i]);
+        }
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint32_t> i2(n + 1, 0xdeadbeef);
+        std::vector<float> a2(n + 1, -1.0f);
+        const auto got = collect_at_least_with(k, part, 11, lo, i2.data(), a2.data());
+        ASSERT_EQ(got, want_idx.size()) << to_string(k) << " n " << n << " rung " << rung;
+        EXPECT_EQ(i2[n], 0xdeadbeefu) << to_string(k) << " wrote past part.size()";
+        i2.resize(got);
+        a2.resize(got);
+        EXPECT_EQ(i2, want_idx) << to_string(k) << " n " << n << " rung " << rung;
+        EXPECT_EQ(a2, want_abs) << to_string(k) << " n " << n << " rung " << rung;
+      }
+    }
+  }
+}
+
+// The group map of the counting pass: collect_from_rung with it yields what collect_at_least at
+// the rung's value yields, on every kernel, for rungs across the ladder (also past bin 254 of a
+// 256-rung ladder, where the map saturates), at lengths with and without a partial vector of 64
+// map bytes and a tail of fewer than 64 values.
+TEST(Selection, CollectFromRungWithTheGroupMapEqualsCollectAtLeastOnEveryKernel) {
+  std::mt19937 rng(34);
+  std::lognormal_distribution<float> g(-5.0f, 3.0f);
+  for (std::size_t n : {0u, 63u, 64u, 200u, 4096u, 4160u, 300000u}) {
+    std::vector<float> part(n);
+    for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+    for (std::size_t i = 0; i + 1000 < n; i += 1000)  // runs of groups below rung 0
+      std::fill_n(part.begin() + static_cast<std::ptrdiff_t>(i), 300, 1e-30f);
+    for (const LadderGrid grid :
+         {LadderGrid{4, ladder_key(1e-4f, 4), 129}, LadderGrid{4, ladder_key(1e-9f, 4), 256}}) {
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint8_t> scratch(n + 1), group_max(n / 64 + 1, 7);
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+        count_ladder_candidates_with(k, part, grid, bins.data(), scratch.data(), group_max.data());
+        for (int rung : {0, 1, 50, 100, 128, 200, 254, 255}) {
+          if (rung >= grid.rungs) continue;
+          std::vector<std::uint32_t> want_idx(n + 1), idx(n + 1, 0xdeadbeef);
+          std::vector<float> want_abs(n + 1), abs(n + 1);
+          const auto want = collect_at_least_with(SelectKernel::kScalar, part, 3, grid.value(rung),
+                                                  want_idx.data(), want_abs.data());
+          const auto got = collect_from_rung_with(k, part, 3, grid, rung, group_max.data(),
+                                                  idx.data(), abs.data());
+          ASSERT_EQ(got, want) << to_string(k) << " n " << n << " rung " << rung;
+          EXPECT_EQ(idx[n], 0xdeadbeefu) << to_string(k) << " wrote past part.size()";
+          want_idx.resize(want);
+          want_abs.resize(want);
+          idx.resize(got);
+          abs.resize(got);
+          EXPECT_EQ(idx, want_idx) << to_string(k) << " n " << n << " rung " << rung;
+          EXPECT_EQ(abs, want_abs) << to_string(k) << " n " << n << " rung " << rung;
+        }
+      }
+    }
+  }
+}
