@@ -120,7 +120,7 @@ TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
   const auto pooled = fit_links(pts);
   ASSERT_EQ(pooled.size(), 1u);
   const auto per_w = fit_alpha_per_workers(pts, pooled);
-  ASSERT_EQ(per_w.size(), 3u);
+  ASSERT_EQ(per_w.size(), 6u);  // every size, and from 1 MiB up (the same line here), at each W
   for (const auto& f : per_w) {
     SCOPED_TRACE(f.workers);
     // Each W's sweep pins its own beta (sizes up to 64 MiB): the link's, and alpha at W within 5 %.
@@ -139,12 +139,33 @@ TEST(FitLinks, BetaPerWorkersFollowsTimePerByteThatGrowsWithW) {
       pts.push_back({w, 1e9, 50, "allreduce", m,
                      collective_time(CostForm::kRingAllreduce, kAlpha, kBeta * x, w, m)});
   const auto per_w = fit_alpha_per_workers(pts, fit_links(pts));
-  ASSERT_EQ(per_w.size(), 3u);
+  ASSERT_EQ(per_w.size(), 6u);
   for (const auto& f : per_w) {
     SCOPED_TRACE(f.workers);
     EXPECT_NEAR(f.beta_s_per_byte, kBeta * slow.at(f.workers), 0.01 * kBeta * slow.at(f.workers));
     EXPECT_NEAR(f.alpha_s, kAlpha, 0.05 * kAlpha);
   }
+}
+
+TEST(FitLinks, LargeCallsGetTheirOwnLineWhereTheSlopeChanges) {
+  // Above 1 MiB the time per byte doubles (the cores, not the link, limit large calls): the fit
+  // over every size blends the two slopes; the fit from 1 MiB up has the large calls' own.
+  std::vector<CommPoint> pts;
+  for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4) {
+    const double t = m < kLargeMessageBytes
+                         ? collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, 2, m)
+                         : collective_time(CostForm::kRingAllreduce, 4 * kAlpha, 2 * kBeta, 2, m);
+    pts.push_back({2, 1e9, 50, "allreduce", m, t});
+  }
+  const auto per_w = fit_alpha_per_workers(pts, fit_links(pts));
+  ASSERT_EQ(per_w.size(), 2u);
+  const auto& all = per_w[0].min_bytes > 0 ? per_w[1] : per_w[0];
+  const auto& large = per_w[0].min_bytes > 0 ? per_w[0] : per_w[1];
+  EXPECT_EQ(large.min_bytes, kLargeMessageBytes);
+  EXPECT_EQ(large.points, 4);  // 1, 4, 16, 64 MiB
+  EXPECT_NEAR(large.beta_s_per_byte, 2 * kBeta, 1e-3 * kBeta);
+  EXPECT_NEAR(large.alpha_s, 4 * kAlpha, 1e-3 * kAlpha);
+  EXPECT_LT(all.beta_s_per_byte, 1.9 * kBeta);
 }
 
 TEST(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
@@ -159,9 +180,11 @@ TEST(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
                    collective_time(CostForm::kRingAllreduce, 2 * kAlpha, kBeta, 8, m)});
   const auto pooled = fit_links(pts);
   const auto per_w = fit_alpha_per_workers(pts, pooled);
-  ASSERT_EQ(per_w.size(), 3u);
+  // W = 2 and 4 over every size and from 1 MiB up; W = 8 has no large size: one fit.
+  ASSERT_EQ(per_w.size(), 5u);
   const auto& w8 = per_w.back();
   ASSERT_EQ(w8.workers, 8);
+  EXPECT_EQ(w8.min_bytes, 0);
   EXPECT_EQ(w8.beta_s_per_byte, pooled[0].beta_s_per_byte);
   EXPECT_NE(w8.beta_from, "");
 }
@@ -298,7 +321,8 @@ TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
                                   "pred_iter_ms", "pred_select_ms", "pred_comm_ms"});
   EXPECT_EQ(t.rows(), 4u * 8 * 3);  // 4 labels x W = 2..256 x 3 rates
   const auto f = CsvTable::parse(m.fit_csv(), "model_fit.csv", {"kind", "name", "alpha_s"});
-  EXPECT_EQ(f.rows(), 3u + 3u * 3 + 4u);  // pooled fits, alpha at each W, labels
+  // pooled fits, alpha at each W, the same from 1 MiB up (the fixture sweeps to 64 MiB), labels
+  EXPECT_EQ(f.rows(), 3u + 3u * 3 + 3u * 3 + 4u);
 }
 
 TEST(ScaleModel, ErrorsAreRelativeToTheMeasurement) {

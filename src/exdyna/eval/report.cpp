@@ -216,7 +216,8 @@ std::string alpha_per_workers_md(const ScaleModel& model) {
         "rate).\n\n| op | link | W | alpha (us) | 1/beta (MB/s) | beta from | points | rel. RMS "
         "|\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : model.alpha_per_workers())
-    os << "| " << f.op << " | " << rate_text(f.bandwidth_bps) << " | " << f.workers << " | "
+    os << "| " << f.op << (f.min_bytes > 0 ? " (from " + num_text(f.min_bytes) + " B)" : "")
+       << " | " << rate_text(f.bandwidth_bps) << " | " << f.workers << " | "
        << fmt("%.1f", f.alpha_s * 1e6) << " | "
        << (f.beta_s_per_byte > 0 ? fmt("%.1f", 1e-6 / f.beta_s_per_byte) : "—") << " | "
        << (f.beta_from.empty() ? std::string("own sweep at W") : f.beta_from) << " | " << f.points

@@ -252,12 +252,13 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
                                            const std::vector<LinkFit>& pooled) {
   std::vector<LinkFit> out;
   for (const auto& f : pooled) {
-    std::map<int, std::vector<Row>> by_w;
+    std::map<int, std::vector<Row>> by_w, large_by_w;
     for (const auto& p : points)
       if (p.op == f.op && p.bandwidth_bps == f.bandwidth_bps && p.delay_us == f.delay_us &&
           p.workers > 1) {
         const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
         by_w[p.workers].push_back({xa, xb, p.time_s});
+        if (p.bytes >= kLargeMessageBytes) large_by_w[p.workers].push_back({xa, xb, p.time_s});
       }
     for (auto& [w, rows] : by_w) {
       LinkFit g = f;
@@ -275,6 +276,17 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
       g.points = static_cast<int>(rows.size());
       g.rel_rms = rms_of(rows, g.alpha_s, g.beta_s_per_byte);
       out.push_back(g);
+      auto& large = large_by_w[w];
+      if (large.size() < 3) continue;
+      LinkFit h = g;
+      h.min_bytes = kLargeMessageBytes;
+      h.beta_from = "";
+      solve(large, -1, h.alpha_s, h.beta_s_per_byte);
+      if (!(h.beta_s_per_byte > 0)) continue;  // the large sizes do not pin a slope: keep g
+      h.link_efficiency = (8.0 / h.bandwidth_bps) / h.beta_s_per_byte;
+      h.points = static_cast<int>(large.size());
+      h.rel_rms = rms_of(large, h.alpha_s, h.beta_s_per_byte);
+      out.push_back(h);
     }
   }
   return out;
@@ -365,10 +377,16 @@ double ScaleModel::collective_s(std::string_view op, int workers, double bandwid
                                 double bytes, Latency latency) const {
   if (workers <= 1) return 0;
   const auto& f = link(op, bandwidth_bps);
-  if (latency == Latency::kAtMeasuredWorkers)
+  if (latency == Latency::kAtMeasuredWorkers) {
+    // This W's fits on this link: the one for the largest size range the call falls in.
+    const LinkFit* at_w = nullptr;
     for (const auto& g : per_w_)
-      if (g.op == f.op && g.workers == workers && g.bandwidth_bps == bandwidth_bps)
-        return collective_time(cost_form(op), g.alpha_s, g.beta_s_per_byte, workers, bytes);
+      if (g.op == f.op && g.workers == workers && g.bandwidth_bps == bandwidth_bps &&
+          g.min_bytes <= bytes && (!at_w || g.min_bytes > at_w->min_bytes))
+        at_w = &g;
+    if (at_w)
+      return collective_time(cost_form(op), at_w->alpha_s, at_w->beta_s_per_byte, workers, bytes);
+  }
   // At an unmeasured rate the fitted link efficiency carries over: beta scales with 1 / rate.
   const double beta = f.beta_s_per_byte * f.bandwidth_bps / bandwidth_bps;
   return collective_time(cost_form(op), f.alpha_s, beta, workers, bytes);
@@ -484,18 +502,19 @@ std::string ScaleModel::fit_csv() const {
   std::ostringstream os;
   os << "kind,name,workers,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
         "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from,"
-        "rest_s_per_value\n";
+        "rest_s_per_value,min_bytes\n";
   std::vector<LinkFit> all = links_;
   all.insert(all.end(), per_w_.begin(), per_w_.end());
   for (const auto& f : all)
     os << "collective," << f.op << ',' << (f.workers ? std::to_string(f.workers) : "all") << ','
        << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us) << ',' << num_text(f.alpha_s)
        << ',' << num_text(f.beta_s_per_byte) << ',' << num_text(f.link_efficiency) << ",,,,"
-       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << ",\n";
+       << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << ",,"
+       << num_text(f.min_bytes) << '\n';
   for (const auto& c : costs_)
     os << "label," << c.label << ",,,,,,," << num_text(c.select_s_per_element) << ','
        << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
-       << ",,," << num_text(c.rest_s_per_value) << '\n';
+       << ",,," << num_text(c.rest_s_per_value) << ",\n";
   return os.str();
 }
 

@@ -38,6 +38,9 @@ double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, in
 struct LinkFit {
   std::string op;
   int workers = 0;  // 0: pooled over every W (the link's fit); else alpha at this W alone
+  // 0: fitted over every size; else over the sizes from this many bytes per rank up, and used
+  // for calls of at least that size (see fit_alpha_per_workers).
+  double min_bytes = 0;
   double bandwidth_bps = 0, delay_us = 0;
   double alpha_s = 0, beta_s_per_byte = 0;
   double link_efficiency = 0;  // (8 / bandwidth_bps) / beta: the share of the wire rate achieved
@@ -52,7 +55,13 @@ struct LinkFit {
 // with W beyond (W-1) alpha (each rank waits to be scheduled), and so does its time per byte (W
 // ranks copy and sum through the same cores; at 10 Gbit/s the cores, not the link, are the limit).
 // For each pooled fit and each W of its sweep, alpha and beta refitted at that W alone
-// (LinkFit::workers = W); where that W's sizes do not pin beta, the pooled beta is kept.
+// (LinkFit::workers = W); where that W's sizes do not pin beta, the pooled beta is kept. And where
+// that W's sweep has at least 3 sizes of kLargeMessageBytes or more, a second fit over those
+// alone (LinkFit::min_bytes), for calls that large: on emulated links time against size is not
+// one straight line (at 10 Gbit/s the cores limit large calls, the scheduler small ones), and
+// a single relative least-squares line that serves 4 KiB counts misjudges the slope that a
+// 100 MB dense all-reduce needs.
+inline constexpr double kLargeMessageBytes = 1 << 20;
 std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
                                            const std::vector<LinkFit>& pooled);
 
