@@ -182,24 +182,42 @@ std::vector<std::string> bench_rows(const fs::path& out, int w, std::uint64_t bp
   return rows;
 }
 
-std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts, int w,
-                                   std::uint64_t bps, const fs::path& log_root) {
-  // One bench run for every operation (its start-up costs seconds at 8 ranks on 2 cores), up to
-  // 16 MiB (64 MiB for the all-reduce): larger transfers are extrapolated linearly.
-  const auto sizes = sweep_sizes(o, w);
-  const std::uint64_t top =
-      std::max({sizes.allreduce, sizes.allgather, sizes.broadcast, sizes.alltoall});
-  std::vector<std::string> args{"bench", "comm", "--timeout",  num(o.timeout_s),
-                                "-b",    "4K",   "-e",         std::to_string(top),
-                                "-f",    "4",    "-n",         std::to_string(o.sweep_iters),
-                                "-w",    "1",    "--balanced", "--stat",
+// One `bench comm` job of `ops` from `lo` to `hi` bytes over the hosts; its comm.csv rows.
+std::vector<std::string> sweep_job(const MatrixOptions& o, const HostSet& hosts, int w,
+                                   std::uint64_t bps, const std::vector<std::string>& ops,
+                                   std::uint64_t lo, std::uint64_t hi, const fs::path& log_root) {
+  std::vector<std::string> args{"bench",      "comm",
+                                "--timeout",  num(o.timeout_s),
+                                "-b",         std::to_string(lo),
+                                "-e",         std::to_string(hi),
+                                "-f",         "4",
+                                "-n",         std::to_string(o.sweep_iters),
+                                "-w",         "1",
+                                "--balanced", "--stat",
                                 "median"};
-  for (const auto& op : sweep_ops(o)) args.insert(args.end(), {"--op", op});
+  for (const auto& op : ops) args.insert(args.end(), {"--op", op});
   std::vector<std::string> cmds;
   const auto r = run_job(o, &hosts, w, args, nullptr, log_root, cmds);
   EXDYNA_CHECK_T(CommError, r.ok, "collective sweep at ", w, " hosts, ", rate_name(bps), ": rank ",
                  r.failed_rank, " failed (", r.why, "): ", r.stderr_tail);
   return bench_rows(log_root / "rank0.out", w, bps, hosts.applied_delay_us());
+}
+
+std::vector<std::string> run_sweep(const MatrixOptions& o, const HostSet& hosts, int w,
+                                   std::uint64_t bps, const fs::path& log_root) {
+  // One bench job for every operation up to 16 MiB (a job's start-up costs seconds at 8 ranks on
+  // 2 cores); the all-reduce's larger sizes (to 64 MiB, for the dense all-reduce) in a second
+  // job of its own, since bench runs every operation at every size. Beyond: extrapolated.
+  const auto sizes = sweep_sizes(o, w);
+  const std::uint64_t top = std::max({sizes.allgather, sizes.broadcast, sizes.alltoall,
+                                      std::min<std::uint64_t>(sizes.allreduce, 16u << 20)});
+  auto rows = sweep_job(o, hosts, w, bps, sweep_ops(o), 4096, top, log_root);
+  if (sizes.allreduce > top) {
+    const auto more =
+        sweep_job(o, hosts, w, bps, {"allreduce"}, top * 4, sizes.allreduce, log_root / "large");
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  return rows;
 }
 
 // The rows of the model network (no hosts), at the same sizes a sweep would measure.
