@@ -19,6 +19,16 @@ namespace fs = std::filesystem;
 using testing::kAlpha;
 using testing::kBeta;
 
+// An exact ring all-reduce sweep (kAlpha, kBeta) at 1 Gbit/s, 50 us, 4 KiB .. 64 MiB per rank.
+std::vector<CommPoint> allreduce_sweep(std::initializer_list<int> workers) {
+  std::vector<CommPoint> pts;
+  for (int w : workers)
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
+      pts.push_back({w, 1e9, 50, "allreduce", m,
+                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  return pts;
+}
+
 fs::path temp_dir(const std::string& name) {
   const auto d =
       fs::temp_directory_path() / ("exdyna_eval_" + name + "_" + std::to_string(::getpid()));
@@ -74,11 +84,7 @@ TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
 }
 
 TEST(FitLinks, DropsAStalledSweepPoint) {
-  std::vector<CommPoint> pts;
-  for (int w : {2, 4, 8})
-    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
-      pts.push_back({w, 1e9, 50, "allreduce", m,
-                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  auto pts = allreduce_sweep({2, 4, 8});
   pts[1].time_s *= 8;  // one small call stalled by the shared machine
   const auto fits = fit_links(pts);
   ASSERT_EQ(fits.size(), 1u);
@@ -170,11 +176,7 @@ TEST(FitLinks, LargeCallsGetTheirOwnLineWhereTheSlopeChanges) {
 
 TEST(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
   // At W = 8 only latency-bound sizes (1 KiB .. 8 KiB): beta cannot be fitted there.
-  std::vector<CommPoint> pts;
-  for (int w : {2, 4})
-    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
-      pts.push_back({w, 1e9, 50, "allreduce", m,
-                     collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  auto pts = allreduce_sweep({2, 4});
   for (double m = 1024; m <= 8192; m *= 2)
     pts.push_back({8, 1e9, 50, "allreduce", m,
                    collective_time(CostForm::kRingAllreduce, 2 * kAlpha, kBeta, 8, m)});
@@ -279,11 +281,7 @@ TEST(ScaleModel, PredictionsEqualTheClosedForms) {
 // W = 4 and 32 exactly, and one whose k' does not move with W (CLT-k's leader) is all
 // per-element cost.
 TEST(ScaleModel, SelectionSeparatesTheScanFromTheUnionOfTheGatheredLists) {
-  std::vector<CommPoint> comm;
-  for (int w : {2, 4, 8})
-    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4)
-      comm.push_back({w, 1e9, 50, "allreduce", m,
-                      collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, m)});
+  auto comm = allreduce_sweep({2, 4, 8});
   const double ng = 25'600'000, k = std::floor(0.01 * ng), se = 4e-9, sv = 2e-9;
   std::vector<MeasuredCell> cells;
   for (int w : {2, 8})
@@ -311,7 +309,9 @@ TEST(ScaleModel, SelectionSeparatesTheScanFromTheUnionOfTheGatheredLists) {
     EXPECT_NEAR(m.predict("cltk", w, 1e9, 0.01, ng).select_ms, 1e3 * (se * ng + sv * k), 1e-3);
   }
   for (const auto& c : m.costs())
-    if (c.label == "cltk") EXPECT_EQ(c.select_at(0.01).s_per_value, 0.0);
+    if (c.label == "cltk") {
+      EXPECT_EQ(c.select_at(0.01).s_per_value, 0.0);
+    }
 }
 
 TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {

@@ -5,7 +5,6 @@
 // step's CPU time 96 -> 40 ms (docs/benchmarks.md, "Huge pages").
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -23,29 +22,32 @@ bool huge_pages_enabled();
 // is unavailable or bytes < kHugePageMinBytes. Never fails: the advice is an optimisation.
 void advise_huge_pages(void* p, std::size_t bytes);
 
-// v.resize(n), except that when the new size needs a new allocation of at least
-// kHugePageMinBytes, that allocation is advised before anything touches it (std::vector's own
-// growth would touch it first: its pages would be small). Contents and size as v.resize(n).
+// Capacity for n elements; when that needs a new allocation of at least kHugePageMinBytes, the
+// allocation is advised before anything touches it (std::vector's own growth would touch it
+// first: its pages would be small). Contents and size are kept.
 template <typename T>
-void resize_huge(std::vector<T>& v, std::size_t n) {
-  if (n <= v.capacity() || n * sizeof(T) < kHugePageMinBytes) {
-    v.resize(n);
-    return;
-  }
+void reserve_huge(std::vector<T>& v, std::size_t n) {
+  if (n <= v.capacity() || n * sizeof(T) < kHugePageMinBytes) return;
   std::vector<T> fresh;
   fresh.reserve(n);  // allocates without touching
   advise_huge_pages(fresh.data(), n * sizeof(T));
   fresh.assign(v.begin(), v.end());
-  fresh.resize(n);
   v.swap(fresh);
 }
 
-// resize_huge, then every element equal to value.
+// v.resize(n) into storage from reserve_huge.
+template <typename T>
+void resize_huge(std::vector<T>& v, std::size_t n) {
+  reserve_huge(v, n);
+  v.resize(n);
+}
+
+// v.assign(n, value) into storage from reserve_huge (the old contents are not copied).
 template <typename T>
 void assign_huge(std::vector<T>& v, std::size_t n, const T& value) {
   v.clear();
-  resize_huge(v, n);
-  std::fill(v.begin(), v.end(), value);
+  reserve_huge(v, n);
+  v.assign(n, value);
 }
 
 }  // namespace exdyna::core

@@ -326,6 +326,25 @@ std::size_t collect_tail(const float* p, std::size_t i, std::size_t n, float lo,
 // GCC's AVX-512 headers build unmasked ops from an "undefined" vector and then warn about it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// |p[0..64)| as 4 vectors and their masks of |x| >= lo; whether any lane is set (the ladder
+// kernels skip a group of 64 values below the lowest rung with this one test).
+__attribute__((target("avx512f"), always_inline)) inline bool abs_at_least_64(const float* p,
+                                                                              __m512 lo,
+                                                                              __m512 a[4],
+                                                                              __mmask16 k[4]) {
+  for (int j = 0; j < 4; ++j) {
+    a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + 16 * j));
+    k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
+  }
+  return (k[0] | k[1] | k[2] | k[3]) != 0;
+}
+#pragma GCC diagnostic pop
+#endif
+
+#if defined(__SSE2__)
+// GCC's AVX-512 headers build unmasked ops from an "undefined" vector and then warn about it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, std::size_t n,
                                                               float lo_value, std::uint32_t offset,
                                                               std::uint32_t* idx_out,
@@ -339,11 +358,7 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
   for (; i + 64 <= n; i += 64) {
     __m512 a[4];
     __mmask16 k[4];
-    for (int j = 0; j < 4; ++j) {
-      a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
-      k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
-    }
-    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
+    if (!abs_at_least_64(p + i, lo, a, k)) {
       idx = _mm512_add_epi32(idx, _mm512_slli_epi32(step, 2));
       continue;
     }
@@ -490,11 +505,7 @@ __attribute__((target("avx512f"))) std::size_t count_avx512(const float* p, std:
   for (; i + 64 <= n; i += 64) {
     __m512 a[4];
     __mmask16 k[4];
-    for (int j = 0; j < 4; ++j) {
-      a[j] = _mm512_abs_ps(_mm512_loadu_ps(p + i + 16 * j));
-      k[j] = _mm512_cmp_ps_mask(a[j], lo, _CMP_GE_OQ);
-    }
-    if ((k[0] | k[1] | k[2] | k[3]) == 0) {
+    if (!abs_at_least_64(p + i, lo, a, k)) {
       if (group_max) group_max[i / 64] = 0;
       continue;
     }

@@ -158,4 +158,3 @@ TEST(LocalGroup, CountsTheCpuTimeSpentInsideCollectives) {
     EXPECT_EQ(v[123], 16.0f);
   });
 }
-

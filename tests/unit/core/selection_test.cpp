@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "exdyna/core/selection.hpp"
@@ -11,6 +12,19 @@
 using namespace exdyna::core;
 
 namespace {
+
+// The reference for the compacting kernels: of the first n (index, |value|) pairs, those with
+// |value| >= lo, in order.
+std::pair<std::vector<std::uint32_t>, std::vector<float>> pairs_at_least(
+    const std::vector<std::uint32_t>& idx, const std::vector<float>& abs, std::size_t n, float lo) {
+  std::pair<std::vector<std::uint32_t>, std::vector<float>> out;
+  for (std::size_t i = 0; i < n; ++i)
+    if (abs[i] >= lo) {
+      out.first.push_back(idx[i]);
+      out.second.push_back(abs[i]);
+    }
+  return out;
+}
 
 // Every kernel this CPU runs, and the dispatched entry point, against the scalar reference.
 void expect_same(const std::vector<float>& v, float thr, std::uint32_t offset) {
@@ -137,13 +151,7 @@ TEST(Selection, KeepPairsAtLeastCompactsBothInPlaceOnEveryKernel) {
       if (n > 5) abs[n / 2] = thr;  // exactly at the threshold: kept
       std::vector<std::uint32_t> idx(n);
       for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(1000 + 3 * i);
-      std::vector<std::uint32_t> ref_idx;
-      std::vector<float> ref_abs;
-      for (std::size_t i = 0; i < n; ++i)
-        if (abs[i] >= thr) {
-          ref_idx.push_back(idx[i]);
-          ref_abs.push_back(abs[i]);
-        }
+      const auto [ref_idx, ref_abs] = pairs_at_least(idx, abs, n, thr);
       for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
                      SelectKernel::kAvx512}) {
         if (!select_kernel_available(k)) continue;
@@ -226,13 +234,7 @@ TEST(Selection, CollectAtLeastYieldsTheCandidatesAtOrAboveARungOnEveryKernel) {
                                                   abs.data(), bins.data());
     for (int rung : {0, 1, 37, 64, 100, 128}) {
       const float lo = grid.value(rung);
-      std::vector<std::uint32_t> want_idx;
-      std::vector<float> want_abs;
-      for (std::size_t i = 0; i < c; ++i)
-        if (abs[i] >= lo) {
-          want_idx.push_back(idx[i]);
-          want_abs.push_back(abs[i]);
-        }
+      const auto [want_idx, want_abs] = pairs_at_least(idx, abs, c, lo);
       for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
                      SelectKernel::kAvx512}) {
         if (!select_kernel_available(k)) continue;
