@@ -1,5 +1,5 @@
 # Runs CMD ('!!'-separated; ';' cannot cross -D), fails unless it exits non-zero within LIMIT
-# seconds and its output matches every regex of MATCH ('!!'-separated) and none of NOMATCH.
+# seconds (with EXIT, with that status) and its output matches every regex of MATCH ('!!'-separated) and none of NOMATCH.
 string(REPLACE "!!" ";" cmd "${CMD}")
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT})
 set(all "${out}${err}")
@@ -9,6 +9,9 @@ if(rc MATCHES "timeout" OR rc MATCHES "Process terminated")
 endif()
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a non-zero exit, got 0")
+endif()
+if(NOT EXIT STREQUAL "" AND NOT rc EQUAL EXIT)
+  message(FATAL_ERROR "expected exit status ${EXIT}, got ${rc}")
 endif()
 if(MATCH)
   string(REPLACE "!!" ";" matches "${MATCH}")

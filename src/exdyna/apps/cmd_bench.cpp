@@ -36,6 +36,10 @@ struct BenchCommOptions {
   std::string max_bytes = "16M";
   int factor = 4;
   int iters = 20;
+  // Timed calls per size below small_below (0: iters). The small sizes cost little and, with
+  // ranks sharing cores, one call there is a scheduler's wake-up: their median wants more calls.
+  int small_iters = 0;
+  std::string small_below = "1M";
   int warmup = 3;
   bool check = false;
   bool balanced = false;
@@ -247,6 +251,7 @@ void check_same_options(const BenchCommOptions& o, comm::Communicator& c) {
   auto fp = base_fingerprint(c);
   fp.add("bench", "comm").add("min_bytes", o.min_bytes).add("max_bytes", o.max_bytes);
   fp.add("factor", std::to_string(o.factor)).add("iters", std::to_string(o.iters));
+  fp.add("small_iters", std::to_string(o.small_iters)).add("small_below", o.small_below);
   fp.add("warmup", std::to_string(o.warmup)).add("check", o.check ? "1" : "0");
   fp.add("balanced", o.balanced ? "1" : "0").add("stat", o.stat);
   std::string ops;
@@ -261,9 +266,11 @@ void print_header(const BenchCommOptions& o, const comm::Communicator& c) {
   const double f = static_cast<double>(n) *
                    static_cast<double>(*std::max_element(fc.begin(), fc.end())) / (1 << 20);
   std::printf(
-      "# exdyna bench comm: engine %s, %d ranks, warm-up %d, iterations %d, %s lists (padded f = "
-      "%.2f)\n",
-      std::string(c.engine()).c_str(), n, o.warmup, o.iters, o.balanced ? "balanced" : "uneven", f);
+      "# exdyna bench comm: engine %s, %d ranks, warm-up %d, iterations %d (%d below %s), %s "
+      "lists (padded f = %.2f)\n",
+      std::string(c.engine()).c_str(), n, o.warmup, o.iters,
+      o.small_iters > 0 ? o.small_iters : o.iters, o.small_below.c_str(),
+      o.balanced ? "balanced" : "uneven", f);
   std::printf(
       "# time: mean over ranks of the %s per call; algbw = size / time; busbw: see --help\n",
       o.stat.c_str());
@@ -279,7 +286,7 @@ struct Row {
 
 // Times one operation at one size on every rank (the harness: set-up, optional check, warm-up,
 // barrier, timed calls, then the mean over ranks).
-Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o) {
+Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o, int iters) {
   std::int64_t wrong = 0;
   b.setup(op);
   if (o.check) {
@@ -291,7 +298,7 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o) {
   op.c.barrier();
   double per_call = 0;
   if (o.stat == "median") {
-    std::vector<double> t(static_cast<std::size_t>(o.iters));
+    std::vector<double> t(static_cast<std::size_t>(iters));
     for (auto& ti : t) {
       const auto t0 = Clock::now();
       b.run(op);
@@ -302,8 +309,8 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o) {
     per_call = *mid;
   } else {
     const auto t0 = Clock::now();
-    for (int i = 0; i < o.iters; ++i) b.run(op);
-    per_call = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(o.iters, 1);
+    for (int i = 0; i < iters; ++i) b.run(op);
+    per_call = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(iters, 1);
   }
   // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
   double agg[2] = {per_call, static_cast<double>(wrong)};
@@ -316,6 +323,7 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   const std::uint64_t lo = parse_size(o.min_bytes, "--min-bytes");
   const std::uint64_t hi = parse_size(o.max_bytes, "--max-bytes");
   EXDYNA_CHECK_ARG(lo <= hi, "--min-bytes ", lo, " is larger than --max-bytes ", hi);
+  const std::uint64_t small = parse_size(o.small_below, "--small-below");
   std::vector<const BenchOp*> ops;
   for (const auto& name : o.ops) ops.push_back(&find_op(name));
   const bool print = c.rank() == 0;
@@ -328,7 +336,8 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   for (std::uint64_t size = lo; size <= hi; size *= static_cast<std::uint64_t>(o.factor)) {
     op.count = static_cast<std::int64_t>(std::max<std::uint64_t>(size / 4, 1));
     for (const BenchOp* b : ops) {
-      const Row row = time_op(*b, op, o);
+      const Row row =
+          time_op(*b, op, o, size < small && o.small_iters > 0 ? o.small_iters : o.iters);
       wrong_total += row.wrong;
       const double algbw = static_cast<double>(op.count) * 4 / row.per_call / 1e9;
       const double busbw = algbw * b->bus_factor(op.n);
@@ -371,6 +380,13 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--iters,-n", o->iters, "timed iterations per size")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  sub->add_option("--iters-small", o->small_iters,
+                  "timed iterations per size below --small-below (0: --iters); small sizes are "
+                  "quick and, with ranks sharing cores, the noisiest")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  sub->add_option("--small-below", o->small_below, "the size --iters-small applies below")
       ->capture_default_str();
   sub->add_option("--warmup,-w", o->warmup, "untimed iterations per size")
       ->check(CLI::Range(0, 1000000))

@@ -70,6 +70,9 @@ struct MatrixOptions {
   std::vector<ExtraArgs> extra_simulate_args;
   double timeout_s = 120;  // per collective; a cell's deadline is derived
   int sweep_iters = 5;     // timed calls per size in the collective sweep (their median counts)
+  // ... below 1 MiB: calls there cost milliseconds, and with W ranks on 2 cores one call is mostly
+  // a scheduler's wake-up (5 calls of a 16 KB all-gather: 1-5 ms at 4 hosts).
+  int sweep_small_iters = 21;
   // Cells that differ only in the bandwidth share one simulate run (the first bandwidth's): its
   // CPU times and bytes do not depend on the link; each bandwidth has its own sweep.
   bool share_across_bandwidths = true;
