@@ -342,44 +342,45 @@ bool gathers_exact(const MatrixOptions& o, const Variant& v) {
   return exact_in(v.args) || exact_in(extra_args_for(o.extra_simulate_args, v));
 }
 
-// The non-communication CPU time of one measured iteration: the slowest rank's, since the
-// collectives wait for it (CLT-k's leader selects, the others wait), and that rank's selection.
+// A rank's non-communication CPU time in one measured iteration, and its selection's.
 struct IterationCpu {
   std::size_t row = 0;
   double non_comm_s = 0, select_s = 0;
 };
 
-IterationCpu slowest_rank(const std::vector<StatsColumns>& ranks, std::size_t i) {
-  IterationCpu it{i, 0, 0};
-  for (const auto& r : ranks) {
-    if (i >= r.rows) continue;
-    // The CPU time inside collectives is the sweep's to charge (comm_ms), not non-comm's.
-    const auto in_comm = r.col.find("t_cpu_comm");
-    const double c = r.col.at("t_cpu")[i] - (in_comm != r.col.end() ? in_comm->second[i] : 0.0);
-    if (c < it.non_comm_s) continue;
-    it.non_comm_s = c;
-    // The select phases' own CPU time where the statistics have it (older ones: the wall time
-    // deflated by how much core sharing inflated the rank's non-comm phases).
-    const auto sel_cpu = r.col.find("t_select_cpu");
-    const double wall = r.col.at("t_non_comm")[i];
-    it.select_s = sel_cpu != r.col.end()
-                      ? sel_cpu->second[i]
-                      : r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
-  }
-  return it;
+IterationCpu rank_iteration(const StatsColumns& r, std::size_t i) {
+  // The CPU time inside collectives is the sweep's to charge (comm_ms), not non-comm's.
+  const auto in_comm = r.col.find("t_cpu_comm");
+  const double c = r.col.at("t_cpu")[i] - (in_comm != r.col.end() ? in_comm->second[i] : 0.0);
+  // The select phases' own CPU time where the statistics have it (older ones: the wall time
+  // deflated by how much core sharing inflated the rank's non-comm phases).
+  const auto sel_cpu = r.col.find("t_select_cpu");
+  const double wall = r.col.at("t_non_comm")[i];
+  const double sel = sel_cpu != r.col.end()
+                         ? sel_cpu->second[i]
+                         : r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
+  return {i, c, sel};
 }
 
-// Of the measured iterations the median one (the lower middle of an even count): a few
-// iterations after the start still carry one-time costs (an ExDyna worker whose partition grows
-// past any it had grows its buffers; first touches of memory), at a different iteration on each
-// rank, and one iteration can be slowed by the machine; the median ignores either.
+// The cell's non-communication CPU time: each rank's median measured iteration (the lower middle
+// of an even count), then the slowest rank's, since the collectives wait for it (CLT-k's leader
+// selects, the others wait). The median ignores the iterations that still carry one-time costs
+// (an ExDyna worker whose partition grows past any it had grows its buffers; first touches of
+// memory) and those slowed by the machine; taken per rank before the maximum, it does not pick
+// up the largest of W ranks' noise in every iteration (W ranks on 2 cores: a rank's step CPU
+// moves by +-20 % between iterations as the others contend for the caches).
 IterationCpu median_iteration(const std::vector<StatsColumns>& ranks) {
-  std::vector<IterationCpu> its;
-  for (std::size_t i = 0; i < ranks.front().rows; ++i) its.push_back(slowest_rank(ranks, i));
-  const auto mid = its.begin() + static_cast<std::ptrdiff_t>((its.size() - 1) / 2);
-  std::nth_element(its.begin(), mid, its.end(),
-                   [](const auto& a, const auto& b) { return a.non_comm_s < b.non_comm_s; });
-  return *mid;
+  IterationCpu slowest;
+  for (const auto& r : ranks) {
+    std::vector<IterationCpu> its;
+    for (std::size_t i = 0; i < r.rows; ++i) its.push_back(rank_iteration(r, i));
+    if (its.empty()) continue;
+    const auto mid = its.begin() + static_cast<std::ptrdiff_t>((its.size() - 1) / 2);
+    std::nth_element(its.begin(), mid, its.end(),
+                     [](const auto& a, const auto& b) { return a.non_comm_s < b.non_comm_s; });
+    if (mid->non_comm_s >= slowest.non_comm_s) slowest = *mid;
+  }
+  return slowest;
 }
 
 // The cells.csv row of a cell from its statistics and the setting's collective times.
