@@ -14,6 +14,7 @@
 
 #include "exdyna/comm/job_token.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/eval/cell_cpu.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/rank_launch.hpp"
 #include "exdyna/sim/simulate.hpp"
@@ -287,52 +288,6 @@ namespace {
 
 // ---- one cell ---------------------------------------------------------------------------------
 
-struct StatsColumns {
-  std::map<std::string, std::vector<double>> col;  // measured iterations only
-  std::size_t rows = 0;
-  double mean(const std::string& name) const {
-    const auto it = col.find(name);
-    EXDYNA_CHECK_T(DataError, it != col.end(), "stats.csv has no column ", name);
-    double s = 0;
-    std::size_t n = 0;
-    for (double v : it->second)
-      if (!std::isnan(v)) s += v, ++n;
-    return n ? s / static_cast<double>(n) : std::nan("");
-  }
-};
-
-StatsColumns read_stats(const fs::path& p, int warmup) {
-  std::ifstream in(p);
-  EXDYNA_CHECK_T(DataError, in.good(), "cannot read ", p.string());
-  std::string line;
-  std::getline(in, line);
-  const auto header = split(line);
-  StatsColumns s;
-  while (std::getline(in, line)) {
-    const auto f = split(line);
-    EXDYNA_CHECK_T(DataError, f.size() == header.size(), p.string(), ": a row has ", f.size(),
-                   " fields, the header ", header.size());
-    if (std::stod(f[0]) < warmup) continue;
-    for (std::size_t i = 0; i < f.size(); ++i) s.col[header[i]].push_back(to_double(f[i]));
-    ++s.rows;
-  }
-  EXDYNA_CHECK_T(DataError, s.rows > 0, p.string(), " has no measured iteration");
-  return s;
-}
-
-// Rank r's statistics (r > 0) of the cell run in dir; rank 0's are dir/stats.csv.
-fs::path rank_stats(const fs::path& dir, int r) {
-  return dir / "logs" / ("stats-r" + std::to_string(r) + ".csv");
-}
-
-// Every rank's statistics that exist (the model network's one process writes rank 0's only).
-std::vector<StatsColumns> read_run_stats(const fs::path& dir, int workers, int warmup) {
-  std::vector<StatsColumns> out{read_stats(dir / "stats.csv", warmup)};
-  for (int r = 1; r < workers; ++r)
-    if (fs::exists(rank_stats(dir, r))) out.push_back(read_stats(rank_stats(dir, r), warmup));
-  return out;
-}
-
 bool gathers_exact(const MatrixOptions& o, const Variant& v) {
   auto exact_in = [](const std::vector<std::string>& a) {
     for (std::size_t i = 0; i + 1 < a.size(); ++i)
@@ -340,47 +295,6 @@ bool gathers_exact(const MatrixOptions& o, const Variant& v) {
     return std::find(a.begin(), a.end(), "--gather=exact") != a.end();
   };
   return exact_in(v.args) || exact_in(extra_args_for(o.extra_simulate_args, v));
-}
-
-// A rank's non-communication CPU time in one measured iteration, and its selection's.
-struct IterationCpu {
-  std::size_t row = 0;
-  double non_comm_s = 0, select_s = 0;
-};
-
-IterationCpu rank_iteration(const StatsColumns& r, std::size_t i) {
-  // The CPU time inside collectives is the sweep's to charge (comm_ms), not non-comm's.
-  const auto in_comm = r.col.find("t_cpu_comm");
-  const double c = r.col.at("t_cpu")[i] - (in_comm != r.col.end() ? in_comm->second[i] : 0.0);
-  // The select phases' own CPU time where the statistics have it (older ones: the wall time
-  // deflated by how much core sharing inflated the rank's non-comm phases).
-  const auto sel_cpu = r.col.find("t_select_cpu");
-  const double wall = r.col.at("t_non_comm")[i];
-  const double sel = sel_cpu != r.col.end()
-                         ? sel_cpu->second[i]
-                         : r.col.at("t_select")[i] / (c > 0 ? std::max(1.0, wall / c) : 1.0);
-  return {i, c, sel};
-}
-
-// The cell's non-communication CPU time: each rank's median measured iteration (the lower middle
-// of an even count), then the slowest rank's, since the collectives wait for it (CLT-k's leader
-// selects, the others wait). The median ignores the iterations that still carry one-time costs
-// (an ExDyna worker whose partition grows past any it had grows its buffers; first touches of
-// memory) and those slowed by the machine; taken per rank before the maximum, it does not pick
-// up the largest of W ranks' noise in every iteration (W ranks on 2 cores: a rank's step CPU
-// moves by +-20 % between iterations as the others contend for the caches).
-IterationCpu median_iteration(const std::vector<StatsColumns>& ranks) {
-  IterationCpu slowest;
-  for (const auto& r : ranks) {
-    std::vector<IterationCpu> its;
-    for (std::size_t i = 0; i < r.rows; ++i) its.push_back(rank_iteration(r, i));
-    if (its.empty()) continue;
-    const auto mid = its.begin() + static_cast<std::ptrdiff_t>((its.size() - 1) / 2);
-    std::nth_element(its.begin(), mid, its.end(),
-                     [](const auto& a, const auto& b) { return a.non_comm_s < b.non_comm_s; });
-    if (mid->non_comm_s >= slowest.non_comm_s) slowest = *mid;
-  }
-  return slowest;
 }
 
 // The cells.csv row of a cell from its statistics and the setting's collective times.
