@@ -5,6 +5,7 @@
 // step's CPU time 96 -> 40 ms (docs/benchmarks.md, "Huge pages").
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -24,13 +25,18 @@ void advise_huge_pages(void* p, std::size_t bytes);
 
 // Capacity for n elements; when that needs a new allocation of at least kHugePageMinBytes, the
 // allocation is advised before anything touches it (std::vector's own growth would touch it
-// first: its pages would be small). Contents and size are kept.
+// first: its pages would be small). Contents and size are kept. A buffer that grows gets half
+// again its old capacity at least, as std::vector's own growth would: lists that grow by a few
+// percent per step (hard threshold's, while the residual fills) otherwise took a new allocation,
+// a copy and fresh pages every step (4 ranks, 25.6M, d = 0.01: 190 ms of CPU in such a step
+// against 125).
 template <typename T>
 void reserve_huge(std::vector<T>& v, std::size_t n) {
   if (n <= v.capacity() || n * sizeof(T) < kHugePageMinBytes) return;
+  const std::size_t cap = v.capacity() == 0 ? n : std::max(n, v.capacity() + v.capacity() / 2);
   std::vector<T> fresh;
-  fresh.reserve(n);  // allocates without touching
-  advise_huge_pages(fresh.data(), n * sizeof(T));
+  fresh.reserve(cap);  // allocates without touching
+  advise_huge_pages(fresh.data(), cap * sizeof(T));
   fresh.assign(v.begin(), v.end());
   v.swap(fresh);
 }

@@ -45,3 +45,23 @@ TEST(HugePages, AdviceOnAnyRangeIsHarmless) {
   advise_huge_pages(big.data() + 1, big.size() - 1);  // unaligned, already touched
   for (char c : big) ASSERT_EQ(c, 'x');
 }
+
+TEST(HugePages, AGrowingBufferGrowsGeometricallyNotByWhatEachStepAdds) {
+  // A list that grows by 1 % per step (hard threshold's while the residual fills) must not be
+  // reallocated, copied and faulted in again at every step.
+  std::vector<float> v;
+  const std::size_t n = kHugePageMinBytes / sizeof(float) * 2;
+  resize_huge(v, n);
+  EXPECT_EQ(v.capacity(), n);  // the first allocation is what was asked for
+  v[n - 1] = 5.0f;
+  resize_huge(v, n + n / 100);
+  EXPECT_GE(v.capacity(), n + n / 2);
+  EXPECT_EQ(v[n - 1], 5.0f);
+  const float* p = v.data();
+  for (std::size_t step = 2; step <= 40; ++step) resize_huge(v, n + step * n / 100);
+  EXPECT_EQ(v.data(), p);  // 1.4 n fits in the 1.5 n reserved at the first growth
+  std::vector<float> w;
+  reserve_huge(w, n);
+  reserve_huge(w, 4 * n);  // a jump past 1.5x gets what it needs
+  EXPECT_EQ(w.capacity(), 4 * n);
+}
