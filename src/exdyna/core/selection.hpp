@@ -66,6 +66,10 @@ float ladder_value(std::uint32_t key, int mant_bits);
 // tight loop over the compacted values. Counting while streaming took a data-dependent inner
 // loop per group of 16 whose trip count the branch predictor cannot learn (about 11% of the
 // values lie above rung 0 at d = 0.01 on 8 workers): 6x the plain selection pass at 25M.
+// The AVX-512 kernel (ladders of at most 256 rungs, parts of at most 2^24 values; issue 12,
+// fourth round) stores one word per candidate in the streaming pass, its position and bin, counts
+// the bins from the words and then expands them to the indices and values: one vector store per
+// 16 values instead of two.
 std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,
                                       const LadderGrid& grid, std::uint32_t* idx_out,
                                       float* abs_out, std::int64_t* bins);
