@@ -441,6 +441,27 @@ __attribute__((target("avx512f"))) void expand_words_avx512(const float* p, std:
     idx[i] = offset + pos;
   }
 }
+
+// Keeps, in place, the words whose bin (low byte) is `rung` or above.
+__attribute__((target("avx512f"))) std::size_t keep_words_avx512(std::uint32_t* w,
+                                                                 std::size_t count,
+                                                                 std::uint32_t rung) {
+  const __m512i rung_v = _mm512_set1_epi32(static_cast<int>(rung));
+  const __m512i low8 = _mm512_set1_epi32(0xff);
+  std::size_t c = 0, i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i x = _mm512_loadu_si512(w + i);
+    const __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_and_si512(x, low8), rung_v);
+    _mm512_storeu_si512(w + c, _mm512_maskz_compress_epi32(k, x));  // c <= i: in place
+    c += static_cast<std::size_t>(__builtin_popcount(k));
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t x = w[i];
+    w[c] = x;
+    c += (x & 0xff) >= rung;  // branch-free
+  }
+  return c;
+}
 #pragma GCC diagnostic pop
 
 // AVX2: the 8-bit mask of a group picks a lane permutation from kLut8 that moves the set lanes to
@@ -698,7 +719,7 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
   check_grid(grid);
   EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
 #if defined(__SSE2__)
-  if (k == SelectKernel::kAvx512 && grid.rungs <= 256 && part.size() <= kMaxWordPart) {
+  if (ladder_words_fit(k, part.size(), grid)) {
     // One word per candidate (position and bin), counted, then expanded (collect_words_avx512).
     const std::size_t c = collect_words_avx512(part.data(), part.size(), grid, idx_out);
     count_word_bins(idx_out, c, grid.rungs, bins);
@@ -710,6 +731,50 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
       collect_run(k, part.data(), part.size(), grid.value(0), offset, idx_out, abs_out);
   count_bins(abs_out, c, grid, bins);
   return c;
+}
+
+bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& grid) {
+#if defined(__SSE2__)
+  return k == SelectKernel::kAvx512 && cpu_has(k) && grid.rungs <= 256 && part_size <= kMaxWordPart;
+#else
+  (void)k;
+  (void)part_size;
+  (void)grid;
+  return false;
+#endif
+}
+
+std::size_t collect_ladder_words(std::span<const float> part, const LadderGrid& grid,
+                                 std::uint32_t* words, std::int64_t* bins) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(ladder_words_fit(select_kernel_in_use(), part.size(), grid), "ladder words for ",
+                   part.size(), " values and ", grid.rungs,
+                   " rungs; expected the AVX-512 kernel, at most 2^24 values and 256 rungs");
+#if defined(__SSE2__)
+  const std::size_t c = collect_words_avx512(part.data(), part.size(), grid, words);
+  count_word_bins(words, c, grid.rungs, bins);
+  return c;
+#else
+  return 0;
+#endif
+}
+
+std::size_t expand_ladder_words(std::span<const float> part, std::uint32_t offset, int rung,
+                                std::uint32_t* words, float* abs_out, std::size_t count) {
+  EXDYNA_CHECK_ARG(rung >= 0 && rung < 256, "ladder words from rung ", rung, "; expected 0..255");
+  EXDYNA_CHECK_ARG(cpu_has(SelectKernel::kAvx512),
+                   "ladder words need the avx512 kernel, not available on this CPU");
+#if defined(__SSE2__)
+  count = keep_words_avx512(words, count, static_cast<std::uint32_t>(rung));
+  expand_words_avx512(part.data(), count, offset, words, abs_out);
+  return count;
+#else
+  (void)part;
+  (void)offset;
+  (void)words;
+  (void)abs_out;
+  return count;
+#endif
 }
 
 std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,

@@ -346,6 +346,27 @@ TEST(Selection, CollectLadderCandidatesEqualsTheScalarOnEveryKernelAndGrid) {
         EXPECT_EQ(abs, want_abs) << to_string(k) << " n " << n << " rungs " << grid.rungs;
         EXPECT_EQ(bins, want_bins) << to_string(k) << " n " << n << " rungs " << grid.rungs;
       }
+      if (!ladder_words_fit(select_kernel_in_use(), n, grid)) continue;
+      // The words of the one-pass path, expanded from a rung: the candidates at or above it.
+      std::vector<std::uint32_t> words(n + 1, 0xdeadbeef);
+      std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);
+      const auto got = collect_ladder_words(part, grid, words.data(), bins.data());
+      ASSERT_EQ(got, want) << "words n " << n << " rungs " << grid.rungs;
+      EXPECT_EQ(bins, want_bins) << "words n " << n << " rungs " << grid.rungs;
+      EXPECT_EQ(words[n], 0xdeadbeefu) << "words: wrote past part.size()";
+      for (int rung : {0, 1, 40, 64, grid.rungs - 1}) {
+        if (rung >= grid.rungs) continue;  // the top bin holds every value above the ladder
+        const auto [want_i, want_a] = pairs_at_least(want_idx, want_abs, want, grid.value(rung));
+        auto w = words;
+        std::vector<float> a(n + 1, -1.0f);
+        const auto kept = expand_ladder_words(part, offset, rung, w.data(), a.data(), got);
+        ASSERT_EQ(kept, want_i.size()) << "words n " << n << " rung " << rung;
+        EXPECT_EQ(a[n], -1.0f) << "words: wrote past part.size()";
+        w.resize(kept);
+        a.resize(kept);
+        EXPECT_EQ(w, want_i) << "words n " << n << " rung " << rung;
+        EXPECT_EQ(a, want_a) << "words n " << n << " rung " << rung;
+      }
     }
   }
 }
