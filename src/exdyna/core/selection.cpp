@@ -375,12 +375,12 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
 // Issue 12, fourth round: the exact controller's one-pass collection with one store per 16
 // values instead of two. Each candidate is written as one word, its position in the partition
 // shifted left by 8 bits, its bin (clamped to the top rung, R <= 256) in the low byte
-// (kMaxWordPart bounds the position). Zen 4 stores one 512-bit vector per two cycles, and
-// collect_avx512's two stores (index and value) per vector of 16 were most of the pass's time
-// where most groups of 64 hold a candidate (d = 0.01: about 3 of 4 groups). The bins are then
-// counted from the words' low bytes (no shift, subtract or clamp), and the words expanded to the
-// indices and |x| collect_ladder_candidates returns (expand_words_avx512), over the candidates
-// only: a few percent of the partition.
+// (kMaxWordPart bounds the position). The bins are then counted from the words' low bytes (no
+// shift, subtract or clamp), and the words expanded to indices and |x| (expand_words_avx512) only
+// as far as needed: all of them for collect_ladder_candidates, those at or above a worker's cut
+// for take_cut_words. In the in-cache benchmark (d = 0.01: 3 of 4 groups of 64 hold a candidate)
+// this took 10-20 % off the pass, not half: the stores were not what bounds it
+// (docs/exdyna-controller.md, "fourth round").
 constexpr std::size_t kMaxWordPart = std::size_t{1} << 24;
 
 __attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float* p, std::size_t n,

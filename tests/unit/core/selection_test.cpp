@@ -310,8 +310,9 @@ TEST(Selection, CollectLadderCandidatesEqualsTheScalarOnEveryKernelAndGrid) {
     std::vector<float> part(n);
     for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
     for (std::size_t i = 0; i < n; i += 97) part[i] = 0.0f;
-    for (std::size_t i = 1500; i + 1100 < n; i += 2500)  // groups and blocks of 16 below rung 0
+    for (std::size_t i = 1500; i + 1100 < n; i += 2500)  // runs of groups below rung 0
       std::fill_n(part.begin() + static_cast<std::ptrdiff_t>(i), 1100, 0.0f);
+    if (n >= 12400) std::fill_n(part.begin() + 10000, 2400, 0.0f);  // 32 whole groups, aligned
     if (n > 10) {
       part[3] = nan;
       part[5] = -inf;
