@@ -181,12 +181,19 @@ void BM_exdyna_exact_select_8w(benchmark::State& st) {
   const auto grid = h.grid(in.thr_part);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
+  // As the sparsifier's one-pass path runs it: words where the kernel allows (issue 12, fourth
+  // round), else indices and values.
+  const bool words =
+      exdyna::core::ladder_words_fit(exdyna::core::select_kernel_in_use(), part.size(), grid);
   std::size_t c = 0;
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
-    c = exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(), bins.data());
+    c = words ? exdyna::core::collect_ladder_words(part, grid, out.data(), bins.data())
+              : exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(),
+                                                        bins.data());
     const auto [rung, quota] = exdyna::core::own_cut(bins, k);
-    c = exdyna::core::take_cut(out.data(), abs.data(), c, grid, rung, quota);
+    c = words ? exdyna::core::take_cut_words(part, 0, out.data(), abs.data(), c, grid, rung, quota)
+              : exdyna::core::take_cut(out.data(), abs.data(), c, grid, rung, quota);
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }

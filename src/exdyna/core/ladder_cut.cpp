@@ -383,23 +383,43 @@ __attribute__((target("avx512f"))) std::size_t take_cut_avx512(std::uint32_t* id
 #pragma GCC diagnostic pop
 #endif
 
-}  // namespace
-
-std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
-                          const LadderGrid& grid, int rung, std::int64_t quota) {
+void check_cut(const LadderGrid& grid, int rung, std::int64_t quota) {
   EXDYNA_CHECK_ARG(rung >= 0 && rung < grid.rungs, "ladder cut at rung ", rung, "; expected 0..",
                    grid.rungs - 1);
   EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
-  EXDYNA_CHECK_ARG(select_kernel_available(k), "selection kernel ", to_string(k),
-                   " is not available on this CPU");
-  // Bin >= rung is |x| >= value(rung) exactly (the rungs are floats of the grid, and the
-  // candidates hold no NaN): drop the rest first, so the passes below see about k_i plus one bin.
-  count = keep_pairs_at_least_with(k, idx, abs, count, grid.value(rung));
+}
+
+// take_cut's passes on candidates already compacted to bin `rung` and above.
+std::size_t cut_compacted(SelectKernel k, std::uint32_t* idx, const float* abs, std::size_t count,
+                          const LadderGrid& grid, int rung, std::int64_t quota) {
 #if defined(__SSE2__)
   if (k == SelectKernel::kAvx512 && rung < grid.rungs - 1 && 23 - grid.mant_bits >= 8)
     return take_cut_avx512(idx, abs, count, grid, rung, quota);
 #endif
   return take_cut_scalar(idx, abs, count, grid, rung, quota);
+}
+
+}  // namespace
+
+std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
+                          const LadderGrid& grid, int rung, std::int64_t quota) {
+  check_cut(grid, rung, quota);
+  EXDYNA_CHECK_ARG(select_kernel_available(k), "selection kernel ", to_string(k),
+                   " is not available on this CPU");
+  // Bin >= rung is |x| >= value(rung) exactly (the rungs are floats of the grid, and the
+  // candidates hold no NaN): drop the rest first, so the passes below see about k_i plus one bin.
+  count = keep_pairs_at_least_with(k, idx, abs, count, grid.value(rung));
+  return cut_compacted(k, idx, abs, count, grid, rung, quota);
+}
+
+std::size_t take_cut_words(std::span<const float> part, std::uint32_t offset, std::uint32_t* words,
+                           float* abs_scratch, std::size_t count, const LadderGrid& grid, int rung,
+                           std::int64_t quota) {
+  check_cut(grid, rung, quota);
+  // The words of bin >= rung, as indices and values: what keep_pairs_at_least leaves of the
+  // expanded candidates, without expanding the rest.
+  count = expand_ladder_words(part, offset, rung, words, abs_scratch, count);
+  return cut_compacted(SelectKernel::kAvx512, words, abs_scratch, count, grid, rung, quota);
 }
 
 std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,

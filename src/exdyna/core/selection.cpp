@@ -371,6 +371,97 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
   }
   return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
+
+// Issue 12, fourth round: the exact controller's one-pass collection with one store per 16
+// values instead of two. Each candidate is written as one word, its position in the partition
+// shifted left by 8 bits, its bin (clamped to the top rung, R <= 256) in the low byte
+// (kMaxWordPart bounds the position). The bins are then counted from the words' low bytes (no
+// shift, subtract or clamp), and the words expanded to indices and |x| (expand_words_avx512) only
+// as far as needed: all of them for collect_ladder_candidates, those at or above a worker's cut
+// for take_cut_words. In the in-cache benchmark (d = 0.01: 3 of 4 groups of 64 hold a candidate)
+// this took 10-20 % off the pass, not half: the stores were not what bounds it
+// (docs/exdyna-controller.md, "fourth round").
+constexpr std::size_t kMaxWordPart = std::size_t{1} << 24;
+
+__attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float* p, std::size_t n,
+                                                                    const LadderGrid& grid,
+                                                                    std::uint32_t* words) {
+  const float lo_value = grid.value(0);
+  const __m512 lo = _mm512_set1_ps(lo_value);
+  const int shift = 23 - grid.mant_bits;
+  const __m128i sh = _mm_cvtsi32_si128(shift);
+  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
+  const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
+  const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
+  const __m512i step = _mm512_set1_epi32(16 << 8);
+  const __m512i group_step = _mm512_set1_epi32(64 << 8);
+  __m512i pos =
+      _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 8);
+  std::size_t c = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4];
+    __mmask16 k[4];
+    if (!abs_at_least_64(p + i, lo, a, k)) {
+      pos = _mm512_add_epi32(pos, group_step);
+      continue;
+    }
+    for (int j = 0; j < 4; ++j) {
+      const __m512i key = _mm512_srl_epi32(_mm512_castps_si512(a[j]), sh);
+      const __m512i bin = _mm512_min_epu32(_mm512_sub_epi32(key, lo_key), top_v);
+      // c <= i + 16 j: the 16 words stay inside the n of words.
+      _mm512_storeu_si512(words + c, _mm512_maskz_compress_epi32(k[j], _mm512_or_si512(pos, bin)));
+      c += static_cast<std::size_t>(__builtin_popcount(k[j]));
+      pos = _mm512_add_epi32(pos, step);
+    }
+  }
+  for (; i < n; ++i) {
+    const float a = std::fabs(p[i]);
+    const std::uint32_t b = (std::bit_cast<std::uint32_t>(a) >> shift) - grid.lo_key;
+    words[c] = static_cast<std::uint32_t>(i) << 8 | (b < top ? b : top);
+    c += a >= lo_value;  // branch-free: the word is scratch when it does not count
+  }
+  return c;
+}
+
+// The words of collect_words_avx512, in place, to offset + position in idx, and |p[position]|
+// into abs_out (gathered: the partition was just read, and the positions ascend).
+__attribute__((target("avx512f"))) void expand_words_avx512(const float* p, std::size_t count,
+                                                            std::uint32_t offset,
+                                                            std::uint32_t* idx, float* abs_out) {
+  const __m512i off = _mm512_set1_epi32(static_cast<int>(offset));
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i pos = _mm512_srli_epi32(_mm512_loadu_si512(idx + i), 8);
+    _mm512_storeu_ps(abs_out + i, _mm512_abs_ps(_mm512_i32gather_ps(pos, p, 4)));
+    _mm512_storeu_si512(idx + i, _mm512_add_epi32(pos, off));
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t pos = idx[i] >> 8;
+    abs_out[i] = std::fabs(p[pos]);
+    idx[i] = offset + pos;
+  }
+}
+
+// Keeps, in place, the words whose bin (low byte) is `rung` or above.
+__attribute__((target("avx512f"))) std::size_t keep_words_avx512(std::uint32_t* w,
+                                                                 std::size_t count,
+                                                                 std::uint32_t rung) {
+  const __m512i rung_v = _mm512_set1_epi32(static_cast<int>(rung));
+  const __m512i low8 = _mm512_set1_epi32(0xff);
+  std::size_t c = 0, i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i x = _mm512_loadu_si512(w + i);
+    const __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_and_si512(x, low8), rung_v);
+    _mm512_storeu_si512(w + c, _mm512_maskz_compress_epi32(k, x));  // c <= i: in place
+    c += static_cast<std::size_t>(__builtin_popcount(k));
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t x = w[i];
+    w[c] = x;
+    c += (x & 0xff) >= rung;  // branch-free
+  }
+  return c;
+}
 #pragma GCC diagnostic pop
 
 // AVX2: the 8-bit mask of a group picks a lane permutation from kLut8 that moves the set lanes to
@@ -589,6 +680,19 @@ void count_bin_bytes(const std::uint8_t* b, std::size_t count, int rungs, std::i
   for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
 }
 
+// The same for the words of collect_words_avx512: the bin is each word's low byte.
+void count_word_bins(const std::uint32_t* w, std::size_t count, int rungs, std::int64_t* bins) {
+  constexpr std::size_t kCopies = 4;
+  const auto nb = static_cast<std::size_t>(rungs);
+  std::array<std::uint32_t, kCopies * 256> c;
+  std::fill_n(c.begin(), kCopies * nb, 0u);
+  std::size_t i = 0;
+  for (; i + kCopies <= count; i += kCopies)
+    for (std::size_t q = 0; q < kCopies; ++q) ++c[q * nb + (w[i + q] & 0xff)];
+  for (; i < count; ++i) ++c[w[i] & 0xff];
+  for (std::size_t j = 0; j < nb; ++j) bins[j] += c[j] + c[nb + j] + c[2 * nb + j] + c[3 * nb + j];
+}
+
 // The collection kernel k (checked by the caller): every |x| >= lo of p[0, n).
 std::size_t collect_run(SelectKernel k, const float* p, std::size_t n, float lo,
                         std::uint32_t offset, std::uint32_t* idx_out, float* abs_out) {
@@ -614,10 +718,63 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::int64_t* bins) {
   check_grid(grid);
   EXDYNA_CHECK_ARG(cpu_has(k), "selection kernel ", to_string(k), " is not available on this CPU");
+#if defined(__SSE2__)
+  if (ladder_words_fit(k, part.size(), grid)) {
+    // One word per candidate (position and bin), counted, then expanded (collect_words_avx512).
+    const std::size_t c = collect_words_avx512(part.data(), part.size(), grid, idx_out);
+    count_word_bins(idx_out, c, grid.rungs, bins);
+    expand_words_avx512(part.data(), c, offset, idx_out, abs_out);
+    return c;
+  }
+#endif
   const std::size_t c =
       collect_run(k, part.data(), part.size(), grid.value(0), offset, idx_out, abs_out);
   count_bins(abs_out, c, grid, bins);
   return c;
+}
+
+bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& grid) {
+#if defined(__SSE2__)
+  return k == SelectKernel::kAvx512 && cpu_has(k) && grid.rungs <= 256 && part_size <= kMaxWordPart;
+#else
+  (void)k;
+  (void)part_size;
+  (void)grid;
+  return false;
+#endif
+}
+
+std::size_t collect_ladder_words(std::span<const float> part, const LadderGrid& grid,
+                                 std::uint32_t* words, std::int64_t* bins) {
+  check_grid(grid);
+  EXDYNA_CHECK_ARG(ladder_words_fit(select_kernel_in_use(), part.size(), grid), "ladder words for ",
+                   part.size(), " values and ", grid.rungs,
+                   " rungs; expected the AVX-512 kernel, at most 2^24 values and 256 rungs");
+#if defined(__SSE2__)
+  const std::size_t c = collect_words_avx512(part.data(), part.size(), grid, words);
+  count_word_bins(words, c, grid.rungs, bins);
+  return c;
+#else
+  return 0;
+#endif
+}
+
+std::size_t expand_ladder_words(std::span<const float> part, std::uint32_t offset, int rung,
+                                std::uint32_t* words, float* abs_out, std::size_t count) {
+  EXDYNA_CHECK_ARG(rung >= 0 && rung < 256, "ladder words from rung ", rung, "; expected 0..255");
+  EXDYNA_CHECK_ARG(cpu_has(SelectKernel::kAvx512),
+                   "ladder words need the avx512 kernel, not available on this CPU");
+#if defined(__SSE2__)
+  count = keep_words_avx512(words, count, static_cast<std::uint32_t>(rung));
+  expand_words_avx512(part.data(), count, offset, words, abs_out);
+  return count;
+#else
+  (void)part;
+  (void)offset;
+  (void)words;
+  (void)abs_out;
+  return count;
+#endif
 }
 
 std::size_t collect_at_least_with(SelectKernel k, std::span<const float> part, std::uint32_t offset,

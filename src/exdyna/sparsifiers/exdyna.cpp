@@ -258,12 +258,17 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
 std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offset,
                                 const core::LadderGrid& grid, float thr, bool two_pass) {
   std::fill(bins_.begin(), bins_.end(), 0);
+  words_ = false;
   if (two_pass)  // the count only; the candidates are collected after the plan (own_cut)
     return core::count_ladder_candidates(
         part, grid, bins_.data(), reinterpret_cast<std::uint8_t*>(abs_.data()), group_max_.data());
-  if (cfg_.exdyna.controller == core::Controller::kExact)
+  if (cfg_.exdyna.controller == core::Controller::kExact) {
+    // One word per candidate where the kernel allows (own_cut expands only those it keeps).
+    words_ = core::ladder_words_fit(core::select_kernel_in_use(), part.size(), grid);
+    if (words_) return core::collect_ladder_words(part, grid, idx_.data(), bins_.data());
     return core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
                                            bins_.data());
+  }
   return core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
                                        abs_.data());
 }
@@ -275,7 +280,10 @@ std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
   if (two_pass)
     candidates = core::collect_from_rung(part, offset, grid, rung, group_max_.data(), idx_.data(),
                                          abs_.data());
-  const std::size_t mine = core::take_cut(idx_.data(), abs_.data(), candidates, grid, rung, quota);
+  const std::size_t mine =
+      words_ ? core::take_cut_words(part, offset, idx_.data(), abs_.data(), candidates, grid, rung,
+                                    quota)
+             : core::take_cut(idx_.data(), abs_.data(), candidates, grid, rung, quota);
   EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   return mine;

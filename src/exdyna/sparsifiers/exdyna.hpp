@@ -129,6 +129,7 @@ class ExDyna final : public Sparsifier {
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
   std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
+  bool words_ = false;  // exact controller: this step's candidates are collect_ladder_words'
 };
 
 }  // namespace exdyna::sparsifiers

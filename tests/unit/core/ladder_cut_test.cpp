@@ -266,6 +266,18 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
         ASSERT_EQ(c1, total);
         ASSERT_EQ(bins1, bins);
         idx1.resize(take_cut_with(k, idx1.data(), abs1.data(), c1, grid, rung, quota));
+        if (k == SelectKernel::kAvx512 && ladder_words_fit(k, n, grid) &&
+            select_kernel_in_use() == k) {
+          // The one-pass path as words (issue 12, fourth round): the same bins and cut.
+          std::vector<std::uint32_t> words(n);
+          std::vector<float> abs4(n);
+          std::vector<std::int64_t> bins4(bins.size(), 0);
+          ASSERT_EQ(collect_ladder_words(*part, grid, words.data(), bins4.data()), total);
+          ASSERT_EQ(bins4, bins);
+          words.resize(
+              take_cut_words(*part, 9, words.data(), abs4.data(), total, grid, rung, quota));
+          EXPECT_EQ(words, idx1) << "count " << count << (part == &ties ? " (ties)" : "");
+        }
         const auto c2 =
             collect_at_least_with(k, *part, 9, grid.value(rung), idx2.data(), abs2.data());
         idx2.resize(take_cut_with(k, idx2.data(), abs2.data(), c2, grid, rung, quota));

@@ -293,3 +293,111 @@ TEST(Selection, CollectFromRungWithTheGroupMapEqualsCollectAtLeastOnEveryKernel)
     }
   }
 }
+
+// Issue 12, fourth round: the one-pass collection (AVX-512: one word per candidate, position and
+// bin, counted and then expanded) gives the scalar collection's indices, values and bins on every
+// kernel, for ladders whose bins fit a byte and one that does not (257 rungs: the other path), a
+// cold ladder (0 mantissa bits), NaN, infinities, zeros and values on rungs, at every length, with
+// an offset far from 0; and it writes nothing past part.size().
+TEST(Selection, CollectLadderCandidatesEqualsTheScalarOnEveryKernelAndGrid) {
+  std::mt19937 rng(41);
+  std::lognormal_distribution<float> g(-5.0f, 2.5f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::uint32_t offset = 1u << 30;
+  for (std::size_t n :
+       {0u, 1u, 15u, 16u, 17u, 63u, 64u, 65u, 130u, 1000u, 1024u, 1088u, 2047u, 4097u, 20000u}) {
+    std::vector<float> part(n);
+    for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+    for (std::size_t i = 0; i < n; i += 97) part[i] = 0.0f;
+    for (std::size_t i = 1500; i + 1100 < n; i += 2500)  // runs of groups below rung 0
+      std::fill_n(part.begin() + static_cast<std::ptrdiff_t>(i), 1100, 0.0f);
+    if (n >= 12400) std::fill_n(part.begin() + 10000, 2400, 0.0f);  // 32 whole groups, aligned
+    if (n > 10) {
+      part[3] = nan;
+      part[5] = -inf;
+      part[7] = ladder_value(ladder_key(1e-3f, 4), 4);  // exactly on a rung
+      part[n - 1] = -ladder_value(ladder_key(1e-4f, 4), 4);
+    }
+    for (const LadderGrid grid :
+         {LadderGrid{4, ladder_key(1e-4f, 4), 129}, LadderGrid{4, ladder_key(3e-2f, 4), 129},
+          LadderGrid{2, ladder_key(1e-6f, 2), 33}, LadderGrid{4, ladder_key(1e-6f, 4), 256},
+          LadderGrid{4, ladder_key(1e-6f, 4), 257}, LadderGrid{0, 0, 129}}) {
+      std::vector<std::uint32_t> want_idx(n + 1);
+      std::vector<float> want_abs(n + 1);
+      std::vector<std::int64_t> want_bins(static_cast<std::size_t>(grid.rungs), 5);
+      const auto want =
+          collect_ladder_candidates_with(SelectKernel::kScalar, part, offset, grid, want_idx.data(),
+                                         want_abs.data(), want_bins.data());
+      want_idx.resize(want);
+      want_abs.resize(want);
+      for (auto k : {SelectKernel::kSse2, SelectKernel::kAvx2, SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint32_t> idx(n + 1, 0xdeadbeef);
+        std::vector<float> abs(n + 1, -1.0f);
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);  // added to
+        const auto got = collect_ladder_candidates_with(k, part, offset, grid, idx.data(),
+                                                        abs.data(), bins.data());
+        ASSERT_EQ(got, want) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+        EXPECT_EQ(idx[n], 0xdeadbeefu) << to_string(k) << " wrote past part.size()";
+        EXPECT_EQ(abs[n], -1.0f) << to_string(k) << " wrote past part.size()";
+        idx.resize(got);
+        abs.resize(got);
+        EXPECT_EQ(idx, want_idx) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+        EXPECT_EQ(abs, want_abs) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+        EXPECT_EQ(bins, want_bins) << to_string(k) << " n " << n << " rungs " << grid.rungs;
+      }
+      if (!ladder_words_fit(select_kernel_in_use(), n, grid)) continue;
+      // The words of the one-pass path, expanded from a rung: the candidates at or above it.
+      std::vector<std::uint32_t> words(n + 1, 0xdeadbeef);
+      std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);
+      const auto got = collect_ladder_words(part, grid, words.data(), bins.data());
+      ASSERT_EQ(got, want) << "words n " << n << " rungs " << grid.rungs;
+      EXPECT_EQ(bins, want_bins) << "words n " << n << " rungs " << grid.rungs;
+      EXPECT_EQ(words[n], 0xdeadbeefu) << "words: wrote past part.size()";
+      for (int rung : {0, 1, 40, 64, grid.rungs - 1}) {
+        if (rung >= grid.rungs) continue;  // the top bin holds every value above the ladder
+        const auto [want_i, want_a] = pairs_at_least(want_idx, want_abs, want, grid.value(rung));
+        auto w = words;
+        std::vector<float> a(n + 1, -1.0f);
+        const auto kept = expand_ladder_words(part, offset, rung, w.data(), a.data(), got);
+        ASSERT_EQ(kept, want_i.size()) << "words n " << n << " rung " << rung;
+        EXPECT_EQ(a[n], -1.0f) << "words: wrote past part.size()";
+        w.resize(kept);
+        a.resize(kept);
+        EXPECT_EQ(w, want_i) << "words n " << n << " rung " << rung;
+        EXPECT_EQ(a, want_a) << "words n " << n << " rung " << rung;
+      }
+    }
+  }
+}
+
+// The word path holds a position in 24 bits: the longest partition it takes (2^24 values, the last
+// position 2^24 - 1) and one value more (the two-store path) give the same candidates.
+TEST(Selection, CollectLadderCandidatesAtTheLongestWordPartition) {
+  const LadderGrid grid{4, ladder_key(0.5f, 4), 129};
+  for (std::size_t n : {std::size_t{1} << 24, (std::size_t{1} << 24) + 1}) {
+    std::vector<float> part(n, 0.25f);
+    const std::vector<std::size_t> at{0, 64, 1000, n / 2, n - 65, n - 2, n - 1};
+    for (std::size_t j = 0; j < at.size(); ++j)
+      part[at[j]] = (j & 1 ? -1.0f : 1.0f) * static_cast<float>(j + 1);
+    std::vector<std::int64_t> want_bins(129, 0);
+    for (std::size_t j = 0; j < at.size(); ++j)
+      ++want_bins[static_cast<std::size_t>(ladder_key(static_cast<float>(j + 1), 4) - grid.lo_key)];
+    std::vector<std::uint32_t> idx(n);
+    std::vector<float> abs(n);
+    for (auto k :
+         {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2, SelectKernel::kAvx512}) {
+      if (!select_kernel_available(k)) continue;
+      std::vector<std::int64_t> bins(129, 0);
+      const auto c =
+          collect_ladder_candidates_with(k, part, 7, grid, idx.data(), abs.data(), bins.data());
+      ASSERT_EQ(c, at.size()) << to_string(k) << " n " << n;
+      for (std::size_t j = 0; j < c; ++j) {
+        EXPECT_EQ(idx[j], at[j] + 7) << to_string(k) << " n " << n;
+        EXPECT_EQ(abs[j], static_cast<float>(j + 1)) << to_string(k) << " n " << n;
+      }
+      EXPECT_EQ(bins, want_bins) << to_string(k) << " n " << n;
+    }
+  }
+}
