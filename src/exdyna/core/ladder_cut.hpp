@@ -51,7 +51,11 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 // its apportioned share of bin j. With a cap, no worker sends more than `cap` values: the cut
 // moves down until the capped counts, sum_w min(count_w(>= rung), cap), reach k, so the workers
 // under the cap send a little more and a capped worker's excess stays in its residual (error
-// feedback sends it later). Either way each worker sends its own largest values.
+// feedback sends it later). When the cap leaves the ladders short of k although they hold more (a
+// worker whose partition holds fewer values than its share), the cap yields: the plan takes the
+// smallest cap that reaches k (or all the ladders hold, if less), so the density stays exact and
+// only that iteration pads more.
+// Either way each worker sends its own largest values.
 // A worker whose count is 0 still sends one index (the sparsifier's rule: no empty buffer), so the
 // plan aims at k minus the number of such workers, to keep the total at k.
 // Returns the total (k whenever the ladders hold enough).

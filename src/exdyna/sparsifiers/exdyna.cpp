@@ -239,7 +239,9 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
     // must hold the capped workers' excess too, and at a quarter octave they ran out before k
     // (16 workers, d = 0.01 on the CNN trace: 0.83 d). Reach further below while it binds.
     if (exact && worker_cap_ > 0) {
-      const bool binds = std::find(counts_.begin(), counts_.end(), worker_cap_) != counts_.end();
+      // (>=: where the cap would have made k unreachable, the plan lifted it.)
+      const bool binds = std::any_of(counts_.begin(), counts_.end(),
+                                     [&](std::int64_t c) { return c >= worker_cap_; });
       hist_->cap_pressure(binds, planned < k_);
       // Issue 12: the floor follows the spread the cuts needed (this grid's threshold sits at
       // rung down()), instead of holding the widest reach for as long as the cap binds: on the

@@ -367,8 +367,22 @@ TEST(LadderPlan, ACapMovesTheExcessToTheOtherWorkers) {
   EXPECT_LE(counts[1], 12);
   EXPECT_LE(counts[2], 12);
   EXPECT_EQ(sum(counts), 30);
-  // The ladders hold fewer than k under the cap: everything they can give, not more.
-  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 40, 12, counts, scratch), 36);
+}
+
+// A cap that would leave k out of reach yields: the plan takes the smallest cap that reaches k,
+// so the density stays exact (the cap bounds the padding; the density is the user's setting).
+TEST(LadderPlan, ACapThatWouldMissKYieldsJustEnough) {
+  const std::vector<std::vector<std::int64_t>> l{{0, 0, 0, 30}, {8, 4, 2, 1}, {8, 4, 2, 1}};
+  const auto g = gathered(l);
+  std::vector<std::int64_t> counts(3);
+  // Under 12 the ladders (30, 15, 15 values) give 36 < 40; under 13, 39; under 14, 42.
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 40, 12, counts, scratch), 40);
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{14, 13, 13}));
+  // The ladders hold fewer than k: everything they hold, as without a cap.
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 70, 12, counts, scratch), 60);
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{30, 15, 15}));
+  // A cap that binds without costing k is kept exactly.
+  EXPECT_EQ(plan_worker_counts(g, 3, 5, 1, 4, 36, 12, counts, scratch), 36);
   EXPECT_EQ(counts, (std::vector<std::int64_t>{12, 12, 12}));
 }
 
@@ -398,9 +412,9 @@ TEST(LadderPlan, EqualsAWalkFromTheTopOfTheLadder) {
                             std::int64_t cap, std::vector<std::int64_t>& counts) {
     const auto nw = l.size();
     const int rungs = static_cast<int>(l[0].size());
-    const auto capped = [&](std::int64_t c) { return cap > 0 && c > cap ? cap : c; };
     std::int64_t target = k, total = 0;
-    for (std::size_t round = 0; round <= nw; ++round) {
+    const auto plan = [&](std::int64_t c) {
+      const auto capped = [&](std::int64_t v) { return c > 0 && v > c ? c : v; };
       std::vector<std::int64_t> above(nw, 0), room(nw), share(nw);
       for (int j = rungs - 1; j >= 0; --j) {
         std::int64_t reach = 0;
@@ -415,9 +429,26 @@ TEST(LadderPlan, EqualsAWalkFromTheTopOfTheLadder) {
           apportion(std::min(target, reach) - base, room, share);
           total = 0;
           for (std::size_t w = 0; w < nw; ++w) total += counts[w] += share[w];
-          break;
+          return;
         }
         for (std::size_t w = 0; w < nw; ++w) above[w] += l[w][j];
+      }
+    };
+    for (std::size_t round = 0; round <= nw; ++round) {
+      plan(cap);
+      if (cap > 0 && total < target) {
+        // The cap yields: the lowest cap, counted up one by one, that gives the target or all.
+        std::vector<std::int64_t> held(nw, 0);
+        for (std::size_t w = 0; w < nw; ++w) held[w] = sum(l[w]);
+        const auto given = [&](std::int64_t c) {
+          std::int64_t g = 0;
+          for (const auto h : held) g += std::min(h, c);
+          return g;
+        };
+        const auto goal = std::min(target, sum(held));
+        std::int64_t c = cap;
+        while (given(c) < goal) ++c;
+        if (c != cap) plan(c);
       }
       const auto empty = static_cast<std::int64_t>(std::count(counts.begin(), counts.end(), 0));
       if (k - empty == target || k - empty < 1) break;

@@ -429,6 +429,37 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
   EXPECT_THROW(o.validate(8), InvalidArgument);  // a cap needs the exact controller
 }
 
+// A cap that would leave k out of reach yields (issue 12, LSTM trace at d = 0.01: exact balance
+// gave one worker a partition of absent words' exact zeros, the other 7 stopped at the cap, 0.951 d
+// was sent): the last quarter of the vector is zero, so under the auto cap (~1.07 k/n) the three
+// other workers could give ~0.8 k. The plan lifts the cap just enough: k from iteration 0, and no
+// worker above what k needs from three workers.
+TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
+  const int n = 4;
+  const std::int64_t n_g = 1 << 18;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
+    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    ExDyna a(cfg);
+    const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
+    ASSERT_LT(3 * cap, a.k());
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 3; ++t) {
+      std::mt19937 rng(static_cast<unsigned>(31 * t + c.rank()));
+      std::exponential_distribution<float> e(1.0f);
+      for (std::int64_t i = 0; i < n_g; ++i)
+        acc[static_cast<std::size_t>(i)] = i < 3 * (n_g / 4) ? e(rng) : 0.0f;
+      a.step(acc, c, out, s);
+      EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      const auto most = *std::max_element(s.k_per_worker.begin(), s.k_per_worker.end());
+      EXPECT_GT(most, cap) << "step " << t;
+      EXPECT_LE(most, (a.k() + 2) / 3 + 1) << "step " << t;  // the smallest cap that gives k
+    }
+  });
+}
+
 // Under a cap no worker sends more than its cap, and the others make up k: the hot fifth of the
 // vector sits in one partition at first, so without the cap one worker would send most of k.
 TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
