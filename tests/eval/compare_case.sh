@@ -82,6 +82,17 @@ case "$case_name" in
     # A second run keeps every finished cell.
     "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout2" 2>&1 || { cat "$tmp/stdout2"; exit 1; }
     grep -q "resuming: 28 of 28 cells kept" "$tmp/stdout2" || { echo "not resumed:"; cat "$tmp/stdout2"; exit 1; }
+    # A resumed run derives each kept cell again from its statistics and comm.csv: twice one
+    # setting's sweep times, twice its cells' communication.
+    cell_json="$tmp/out/cells/exdyna-exact-w4-b1gbit-d0.01/cell.json"
+    comm_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_ms"])' "$1"; }
+    before=$(comm_of "$cell_json")
+    awk -F, -v OFS=, '$1 == "4" && $2 == "1000000000" { $6 = sprintf("%.17g", 2 * $6) } { print }' \
+      "$tmp/out/comm.csv" >"$tmp/comm2" && mv "$tmp/comm2" "$tmp/out/comm.csv"
+    "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout3" 2>&1 || { cat "$tmp/stdout3"; exit 1; }
+    after=$(comm_of "$cell_json")
+    python3 -c 'import sys; b, a = map(float, sys.argv[1:]); sys.exit(abs(a - 2 * b) > 1e-9 * a)' \
+      "$before" "$after" || { echo "comm_ms $before -> $after after doubling the sweep; expected twice"; exit 1; }
     ;;
   *) echo "unknown case $case_name"; exit 1 ;;
 esac

@@ -107,6 +107,18 @@ TEST(Matrix, CommTableInterpolatesAndExtrapolates) {
   EXPECT_THROW(t.time_s("broadcast", 10), exdyna::DataError);
 }
 
+// The cells' communication is read off the sweep between the points no larger size beat: a
+// stalled 64 KiB point (slower than 256 KiB) is interpolated over, not used.
+TEST(Matrix, CommTableInterpolatesOverAStalledPoint) {
+  CommTable t;
+  t.add("allreduce", 16384, 0.002);
+  t.add("allreduce", 65536, 0.020);  // stalled
+  t.add("allreduce", 262144, 0.008);
+  EXPECT_NEAR(t.time_s("allreduce", 65536), 0.002 + 0.006 * (65536.0 - 16384) / (262144 - 16384),
+              1e-12);
+  EXPECT_NEAR(t.time_s("allreduce", 262144), 0.008, 1e-12);
+}
+
 TEST(Matrix, ModelCollectivesFollowRingAndTree) {
   const double b = 1e6;  // bytes
   const double ring = model_collective_s("allreduce", 8, 1'000'000'000, 0, b);

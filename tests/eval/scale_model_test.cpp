@@ -94,6 +94,43 @@ TEST(FitLinks, DropsAStalledSweepPoint) {
   EXPECT_TRUE(fits[0].beta_from.empty());
 }
 
+// A point slower than a larger size of its series is a stall (a collective never gets faster with
+// size): the envelope keeps the rest, series by series, and the model's fits do not see it.
+TEST(Measurements, WithoutStallsDropsPointsSlowerThanALargerSize) {
+  const std::map<double, double> s{{4096, 3e-3}, {16384, 1e-3}, {65536, 2e-3},
+                                   {262144, 9e-3}, {1048576, 5e-3}, {4194304, 20e-3}};
+  const std::map<double, double> want{{16384, 1e-3}, {65536, 2e-3}, {1048576, 5e-3},
+                                      {4194304, 20e-3}};
+  EXPECT_EQ(without_stalls(s), want);
+  EXPECT_EQ(without_stalls(want), want);  // a monotone series loses nothing
+  EXPECT_TRUE(without_stalls(std::map<double, double>{}).empty());
+  // Equal times are not stalls.
+  const std::map<double, double> flat{{4096, 1e-3}, {16384, 1e-3}};
+  EXPECT_EQ(without_stalls(flat), flat);
+  // Per series: the same sizes on another W or op are judged on their own.
+  std::vector<CommPoint> pts{{2, 1e9, 0, "allreduce", 4096, 3e-3},
+                             {2, 1e9, 0, "allreduce", 16384, 1e-3},
+                             {4, 1e9, 0, "allreduce", 4096, 3e-3},
+                             {4, 1e9, 0, "allreduce", 16384, 4e-3},
+                             {2, 1e9, 0, "broadcast", 4096, 3e-3}};
+  const auto kept = without_stalls(pts);
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_EQ(kept[0].bytes, 16384);
+  EXPECT_EQ(kept[1].workers, 4);
+  EXPECT_EQ(kept[3].op, "broadcast");
+}
+
+TEST(FitLinks, AStalledMediumPointDoesNotBendTheLargeCallsLine) {
+  // At 8 workers the 1 MiB all-reduce stalled (as in a default run: 89.8 ms against 61.5 at 4 MiB).
+  auto pts = allreduce_sweep({2, 4, 8});
+  for (auto& p : pts)
+    if (p.workers == 8 && p.bytes == 1 << 20) p.time_s *= 6;
+  const auto m = ScaleModel::fit(pts, {});
+  const double exact = collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, 8, 1 << 20);
+  EXPECT_NEAR(m.collective_s("allreduce", 8, 1e9, 1 << 20, Latency::kAtMeasuredWorkers), exact,
+              0.02 * exact);
+}
+
 TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
   // Broadcast measured only up to 2 KiB (latency-bound, with 5 % noise): its beta comes from
   // the all-reduce on the same link, and alpha is refitted.

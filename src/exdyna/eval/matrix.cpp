@@ -16,6 +16,7 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/cell_cpu.hpp"
 #include "exdyna/eval/hosts.hpp"
+#include "exdyna/eval/measurements.hpp"
 #include "exdyna/eval/rank_launch.hpp"
 #include "exdyna/sim/simulate.hpp"
 #include "exdyna/sim/trace_source.hpp"
@@ -525,7 +526,7 @@ double CommTable::time_s(const std::string& op, double bytes) const {
   const auto it = points_.find(op);
   EXDYNA_CHECK_T(DataError, it != points_.end() && !it->second.empty(), "comm.csv has no ", op,
                  " row for this setting");
-  const auto& p = it->second;
+  const auto p = without_stalls(it->second);
   if (bytes <= p.begin()->first) return p.begin()->second;
   auto hi = p.lower_bound(bytes);
   if (hi == p.end()) --hi;  // extrapolate from the last two points
@@ -599,6 +600,26 @@ void store_comm_rows(const fs::path& out_dir, int w, std::uint64_t bps,
   sim::write_file_atomic(p, s);
 }
 
+// A kept cell's row derived again from its statistics and the stored sweep (comm.csv), so that a
+// resumed run reads every cell with the current estimators; nothing is measured again. A cell
+// whose setting has no sweep rows, or no complete cell.json, is left as it is.
+void rederive_cell(const MatrixOptions& o, const CellSpec& c,
+                   const std::vector<std::string>& comm_rows) {
+  const fs::path dir = o.out_dir / "cells" / c.name();
+  const auto old = read_cell(dir / "cell.json");
+  const auto setting = rows_of(comm_rows, setting_key(c.workers, c.bandwidth_bps));
+  if (!old || setting.empty()) return;
+  const fs::path from = old->contains("stats_from")
+                            ? o.out_dir / "cells" / (*old)["stats_from"].get<std::string>()
+                            : dir;
+  json row = cell_row(o, c, read_run_stats(from, c.workers, warmup_for(o, c)), table_of(setting));
+  // What the run recorded rather than derived.
+  for (const char* k : {"commands", "stats_from", "wall_s", "params", "network", "netem",
+                        "delay_us", "delay_requested_us", "complete"})
+    if (old->contains(k)) row[k] = (*old)[k];
+  if (row != *old) sim::write_file_atomic(dir / "cell.json", row.dump(2) + "\n");
+}
+
 // Sets up one network setting: hosts (emulated) and the collective times. Throws on failure.
 CommTable prepare_setting(const MatrixOptions& o, int w, std::uint64_t bps,
                           std::unique_ptr<HostSet>& hosts, const MatrixProgress& progress) {
@@ -638,9 +659,19 @@ MatrixResult run_matrix(const MatrixOptions& o, const MatrixProgress& progress) 
   };
   int heavy_left = 0, heavy_done = 0;
   for (std::size_t i = 0; i < cells.size(); ++i) heavy_left += !done[i] && runs_simulate(cells[i]);
-  if (res.kept > 0)
+  if (res.kept > 0) {
     progress(detail::concat("resuming: ", res.kept, " of ", cells.size(),
-                            " cells kept from an earlier run"));
+                            " cells kept from an earlier run (derived again from their statistics)"));
+    const auto comm_rows = read_comm_rows(o.out_dir / "comm.csv");
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (!done[i]) continue;
+      try {
+        rederive_cell(o, cells[i], comm_rows);
+      } catch (const Error& e) {  // its statistics are unreadable: keep the row it has
+        progress(detail::concat("  ", cells[i].name(), ": kept as it was (", e.what(), ")"));
+      }
+    }
+  }
   write_cells_csv(o.out_dir, cells, o.densities);
   int finished = 0;
   for (auto b : o.bandwidths)

@@ -102,7 +102,8 @@ class CommTable {
   void add(const std::string& op, double bytes, double time_s);
   bool has(const std::string& op) const { return points_.count(op) > 0; }
   // Time of one call moving `bytes` per rank: 0 for 0 bytes, the smallest size's time below it,
-  // linear between sizes, extrapolated from the two largest above.
+  // linear between sizes, extrapolated from the two largest above; over the sizes that no larger
+  // size beat (without_stalls: a point slower than a larger call was stalled).
   double time_s(const std::string& op, double bytes) const;
 
  private:

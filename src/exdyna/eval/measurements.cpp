@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "exdyna/core/error.hpp"
 
@@ -181,6 +183,33 @@ std::vector<CommPoint> read_comm(const fs::path& path) {
                                      ": expected workers >= 1, bandwidth_bps > 0, bytes >= 0 and "
                                      "time_s > 0"));
     out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::map<double, double> without_stalls(const std::map<double, double>& time_by_bytes) {
+  std::map<double, double> kept;
+  double fastest_above = std::numeric_limits<double>::infinity();
+  for (auto it = time_by_bytes.rbegin(); it != time_by_bytes.rend(); ++it) {
+    if (it->second > fastest_above) continue;
+    kept.emplace(it->first, it->second);
+    fastest_above = it->second;
+  }
+  return kept;
+}
+
+std::vector<CommPoint> without_stalls(const std::vector<CommPoint>& points) {
+  using Series = std::tuple<std::string, int, double, double>;  // op, W, rate, delay
+  std::map<Series, std::map<double, double>> series;
+  for (const auto& p : points)
+    series[{p.op, p.workers, p.bandwidth_bps, p.delay_us}][p.bytes] = p.time_s;
+  std::map<Series, std::map<double, double>> kept;
+  for (const auto& [key, s] : series) kept[key] = without_stalls(s);
+  std::vector<CommPoint> out;
+  for (const auto& p : points) {
+    const auto& k = kept[{p.op, p.workers, p.bandwidth_bps, p.delay_us}];
+    const auto it = k.find(p.bytes);
+    if (it != k.end() && it->second == p.time_s) out.push_back(p);
   }
   return out;
 }

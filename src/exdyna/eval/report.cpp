@@ -145,7 +145,9 @@ const char* kMethod =
     "over the measured iterations (after a warm-up: 3 iterations, W + 1 where roles rotate); "
     "its communication time is, for each "
     "collective the step made, the time the sweep measured for that operation and size on the "
-    "same shaped links (the median of 5 calls per size, interpolated between sizes); the cells' "
+    "same shaped links (the median of 5 calls per size, more below 1 MiB, interpolated between "
+    "sizes; a size slower than a larger one was stalled and is interpolated over, here and in "
+    "the scale model's fits); the cells' "
     "own collective wall times are kept "
     "in `cell.json`. Iteration time = compute + non-communication + communication; the compute "
     "part is given (`--compute-ms`), the same for every label.\n";

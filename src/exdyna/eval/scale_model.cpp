@@ -304,8 +304,10 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
                            const std::vector<MeasuredCell>& cells,
                            const std::map<CellKey, CellSeries>& series) {
   ScaleModel m;
-  m.links_ = fit_links(comm);
-  m.per_w_ = fit_alpha_per_workers(comm, m.links_);
+  // Stalled sweep points (slower than a larger size) out first, as the cells' interpolation does.
+  const auto clean = without_stalls(comm);
+  m.links_ = fit_links(clean);
+  m.per_w_ = fit_alpha_per_workers(clean, m.links_);
   m.cells_ = cells;
   std::map<std::string, std::vector<const MeasuredCell*>> by_label;
   for (const auto& c : cells) by_label[c.label].push_back(&c);
