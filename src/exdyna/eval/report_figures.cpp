@@ -346,32 +346,47 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
   return f;
 }
 
-Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors) {
+Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors,
+                                    const std::vector<ModelError>& errors_at_w) {
+  EXDYNA_CHECK(errors_at_w.empty() || errors_at_w.size() == errors.size(),
+               "predicted-vs-measured: ", errors.size(), " pooled errors against ",
+               errors_at_w.size(), " at W");
   Figure f;
   f.name = "predicted-vs-measured";
   f.title = "Scale model: predicted against measured iteration time";
   f.caption =
-      "Every measured cell; the solid line is equality, the dashed lines +-20 % (the "
-      "issue's target).";
+      "Every measured cell: filled, the model with alpha and beta fitted at the cell's W (what "
+      "the emulated links did there); open, the link's single fit over every W (the one the "
+      "predictions beyond the measured W use). The solid line is equality, the dashed lines "
+      "+-20 % (the issue's target).";
   std::vector<std::string> labels;
   std::ostringstream os;
-  os << "label,workers,bandwidth_bps,density,measured_ms,predicted_ms,rel_error\n";
-  for (const auto& e : errors) {
+  os << "label,workers,bandwidth_bps,density,measured_ms,predicted_ms,rel_error,"
+        "predicted_at_w_ms,rel_error_at_w\n";
+  for (std::size_t i = 0; i < errors.size(); ++i) {
+    const auto& e = errors[i];
     labels.push_back(e.cell.label);
     os << e.cell.label << ',' << e.cell.workers << ',' << num_text(e.cell.bandwidth_bps) << ','
        << num_text(e.cell.density) << ',' << num_text(e.cell.iter_ms) << ','
-       << num_text(e.pred.iter_ms) << ',' << cell_or_nan(e.rel_error) << '\n';
+       << num_text(e.pred.iter_ms) << ',' << cell_or_nan(e.rel_error) << ',';
+    if (errors_at_w.empty())
+      os << "nan,nan\n";
+    else
+      os << num_text(errors_at_w[i].pred.iter_ms) << ',' << cell_or_nan(errors_at_w[i].rel_error)
+         << '\n';
   }
   labels = ordered_labels(labels);
   f.csv = os.str();
+  const std::string pick = "(strcol(1) eq word(L, i) ? ";
   f.plot =
       "set xlabel 'measured iteration time (ms)'; set ylabel 'predicted iteration time "
       "(ms)'; set logscale xy; set key inside left top opaque box;\n"
-      "plot for [l in '" +
-      words(labels) +
-      "'] 'DATA' using 5:(strcol(1) eq l ? $6 : NaN) "
-      "with points pt 7 ps 1.3 title l, x with lines lc 'black' title 'equal', 1.2*x with "
-      "lines dt 2 lc 'gray' title '+20 %', 0.8*x with lines dt 2 lc 'gray' title '-20 %'";
+      "L = '" + words(labels) + "'\n"
+      "plot for [i=1:words(L)] 'DATA' using 5:" + pick + "$8 : NaN) with points pt 7 ps 1.3 "
+      "lc i title word(L, i), for [i=1:words(L)] 'DATA' using 5:" + pick + "$6 : NaN) with "
+      "points pt 6 ps 1.3 lc i notitle, NaN with points pt 6 ps 1.3 lc 'black' title 'open: "
+      "fit over every W', x with lines lc 'black' title 'equal', 1.2*x with lines dt 2 lc "
+      "'gray' title '+20 %', 0.8*x with lines dt 2 lc 'gray' title '-20 %'";
   return f;
 }
 

@@ -44,7 +44,10 @@ Figure breakdown_figure(const std::vector<MeasuredCell>& cells, const Setting& s
                         double bandwidth_bps);
 Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleModel& model,
                            const Setting& s, double bandwidth_bps);
-Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors);
+// errors: the pooled model's; errors_at_w: the same cells with alpha and beta fitted at their W
+// (empty: none; else one per entry of errors, in the same order).
+Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors,
+                                    const std::vector<ModelError>& errors_at_w);
 
 // Writes fig-<name>.csv and .gp into dir and runs gnuplot on the script; returns the PNG path, or
 // an empty path and sets *why when nothing was drawn.
