@@ -97,10 +97,10 @@ TEST(FitLinks, DropsAStalledSweepPoint) {
 // A point slower than a larger size of its series is a stall (a collective never gets faster with
 // size): the envelope keeps the rest, series by series, and the model's fits do not see it.
 TEST(Measurements, WithoutStallsDropsPointsSlowerThanALargerSize) {
-  const std::map<double, double> s{{4096, 3e-3}, {16384, 1e-3}, {65536, 2e-3},
+  const std::map<double, double> s{{4096, 3e-3},   {16384, 1e-3},   {65536, 2e-3},
                                    {262144, 9e-3}, {1048576, 5e-3}, {4194304, 20e-3}};
-  const std::map<double, double> want{{16384, 1e-3}, {65536, 2e-3}, {1048576, 5e-3},
-                                      {4194304, 20e-3}};
+  const std::map<double, double> want{
+      {16384, 1e-3}, {65536, 2e-3}, {1048576, 5e-3}, {4194304, 20e-3}};
   EXPECT_EQ(without_stalls(s), want);
   EXPECT_EQ(without_stalls(want), want);  // a monotone series loses nothing
   EXPECT_TRUE(without_stalls(std::map<double, double>{}).empty());

@@ -210,16 +210,16 @@ std::int64_t feasible_cap(std::span<const std::int64_t> held, std::int64_t targe
 
 // plan_once under the cap, or, when the cap leaves the ladders short of the target although they
 // hold more, under the smallest cap that gives the target (or all they hold): the cap bounds the
-// padding, the density is what the user asked for (LSTM trace, 8 workers, d = 0.01, iteration 1: exact balance had given
-// one worker a partition of 170 non-zero values, the others stopped at the cap, and 0.951 d was
-// sent).
-std::int64_t plan_within_cap(std::span<const std::int64_t> ladders, int workers,
-                             std::size_t stride, std::size_t offset, int top, int start,
-                             std::int64_t k, std::int64_t cap, std::span<std::int64_t> above,
+// padding, the density is what the user asked for (LSTM trace, 8 workers, d = 0.01, iteration 1:
+// exact balance had given one worker a partition of 170 non-zero values, the others stopped at the
+// cap, and 0.951 d was sent).
+std::int64_t plan_within_cap(std::span<const std::int64_t> ladders, int workers, std::size_t stride,
+                             std::size_t offset, int top, int start, std::int64_t k,
+                             std::int64_t cap, std::span<std::int64_t> above,
                              std::span<std::int64_t> room, std::span<std::int64_t> share,
                              std::span<std::int64_t> counts) {
-  const std::int64_t total = plan_once(ladders, workers, stride, offset, top, start, k, cap, above,
-                                       room, share, counts);
+  const std::int64_t total =
+      plan_once(ladders, workers, stride, offset, top, start, k, cap, above, room, share, counts);
   if (cap <= 0 || total >= k) return total;
   for (int w = 0; w < workers; ++w) {
     std::int64_t held = 0;

@@ -660,8 +660,9 @@ MatrixResult run_matrix(const MatrixOptions& o, const MatrixProgress& progress) 
   int heavy_left = 0, heavy_done = 0;
   for (std::size_t i = 0; i < cells.size(); ++i) heavy_left += !done[i] && runs_simulate(cells[i]);
   if (res.kept > 0) {
-    progress(detail::concat("resuming: ", res.kept, " of ", cells.size(),
-                            " cells kept from an earlier run (derived again from their statistics)"));
+    progress(
+        detail::concat("resuming: ", res.kept, " of ", cells.size(),
+                       " cells kept from an earlier run (derived again from their statistics)"));
     const auto comm_rows = read_comm_rows(o.out_dir / "comm.csv");
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (!done[i]) continue;

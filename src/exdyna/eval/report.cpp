@@ -351,8 +351,8 @@ ReportResult write_report(const fs::path& out_dir, const ReportOptions& opts) {
   md << "## Scale model\n\n";
   if (model) {
     md << model_md(*model) << alpha_per_workers_md(*model) << errors_md(errors, errors_at_w)
-       << figure_md(out_dir, predicted_vs_measured_figure(errors, errors_at_w), opts.gnuplot, regen, res.figures,
-                    res.notes);
+       << figure_md(out_dir, predicted_vs_measured_figure(errors, errors_at_w), opts.gnuplot, regen,
+                    res.figures, res.notes);
     for (double b : {1e9, 1e10, 1e11})
       md << figure_md(out_dir, model_curves_figure(cells, *model, head, b), opts.gnuplot, regen,
                       res.figures, res.notes);

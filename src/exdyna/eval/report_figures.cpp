@@ -381,9 +381,15 @@ Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors,
   f.plot =
       "set xlabel 'measured iteration time (ms)'; set ylabel 'predicted iteration time "
       "(ms)'; set logscale xy; set key inside left top opaque box;\n"
-      "L = '" + words(labels) + "'\n"
-      "plot for [i=1:words(L)] 'DATA' using 5:" + pick + "$8 : NaN) with points pt 7 ps 1.3 "
-      "lc i title word(L, i), for [i=1:words(L)] 'DATA' using 5:" + pick + "$6 : NaN) with "
+      "L = '" +
+      words(labels) +
+      "'\n"
+      "plot for [i=1:words(L)] 'DATA' using 5:" +
+      pick +
+      "$8 : NaN) with points pt 7 ps 1.3 "
+      "lc i title word(L, i), for [i=1:words(L)] 'DATA' using 5:" +
+      pick +
+      "$6 : NaN) with "
       "points pt 6 ps 1.3 lc i notitle, NaN with points pt 6 ps 1.3 lc 'black' title 'open: "
       "fit over every W', x with lines lc 'black' title 'equal', 1.2*x with lines dt 2 lc "
       "'gray' title '+20 %', 0.8*x with lines dt 2 lc 'gray' title '-20 %'";
