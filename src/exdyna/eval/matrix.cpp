@@ -518,15 +518,17 @@ std::vector<CellSpec> plan_cells(const MatrixOptions& o) {
 }
 
 void CommTable::add(const std::string& op, double bytes, double time_s) {
-  points_[op][bytes] = time_s;
+  auto& p = points_[op];
+  p[bytes] = time_s;
+  kept_[op] = without_stalls(p);
 }
 
 double CommTable::time_s(const std::string& op, double bytes) const {
   if (bytes <= 0) return 0;
-  const auto it = points_.find(op);
-  EXDYNA_CHECK_T(DataError, it != points_.end() && !it->second.empty(), "comm.csv has no ", op,
+  const auto it = kept_.find(op);
+  EXDYNA_CHECK_T(DataError, it != kept_.end() && !it->second.empty(), "comm.csv has no ", op,
                  " row for this setting");
-  const auto p = without_stalls(it->second);
+  const auto& p = it->second;
   if (bytes <= p.begin()->first) return p.begin()->second;
   auto hi = p.lower_bound(bytes);
   if (hi == p.end()) --hi;  // extrapolate from the last two points

@@ -107,7 +107,8 @@ class CommTable {
   double time_s(const std::string& op, double bytes) const;
 
  private:
-  std::map<std::string, std::map<double, double>> points_;
+  std::map<std::string, std::map<double, double>> points_;  // as measured
+  std::map<std::string, std::map<double, double>> kept_;    // without_stalls of each op's points
 };
 
 // The alpha-beta model of the collectives used without emulated hosts (--network model): ring
