@@ -28,7 +28,7 @@ def run(exdyna, source, density, steps):
                "--stats", stats]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         with open(stats, newline="") as f:
-            return cmd, list(csv.DictReader(f))
+            return list(csv.DictReader(f))
 
 
 def row(name, rows, density, steps):
@@ -50,7 +50,7 @@ def main():
     exdyna, traces = sys.argv[1], sys.argv[2:]
     sources = []
     for w in (8, 16):
-        sources.append((f"synthetic 2^20", ["--n-grad", "1048576", "--workers", str(w),
+        sources.append(("synthetic 2^20", ["--n-grad", "1048576", "--workers", str(w),
                                            "--iterations", "300"],
                         ["--scale-step", "100:0.1", "--scale-step", "200:10"]))
     for t in traces:
@@ -65,7 +65,7 @@ def main():
     for name, source, step_args in sources:
         for density in (0.01, 0.001):
             for steps in ([], step_args):
-                _, rows = run(exdyna, source, density, steps)
+                rows = run(exdyna, source, density, steps)
                 print(row(name, rows, density, steps), flush=True)
 
 

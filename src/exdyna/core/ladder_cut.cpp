@@ -221,6 +221,7 @@ std::int64_t plan_within_cap(std::span<const std::int64_t> ladders, int workers,
   const std::int64_t total =
       plan_once(ladders, workers, stride, offset, top, start, k, cap, above, room, share, counts);
   if (cap <= 0 || total >= k) return total;
+  // `above` is scratch that plan_once rewrites: here it holds each worker's whole ladder.
   for (int w = 0; w < workers; ++w) {
     std::int64_t held = 0;
     for (int j = 0; j <= top; ++j)

@@ -614,11 +614,11 @@ void rederive_cell(const MatrixOptions& o, const CellSpec& c,
   const fs::path from = old->contains("stats_from")
                             ? o.out_dir / "cells" / (*old)["stats_from"].get<std::string>()
                             : dir;
-  json row = cell_row(o, c, read_run_stats(from, c.workers, warmup_for(o, c)), table_of(setting));
-  // What the run recorded rather than derived.
-  for (const char* k : {"commands", "stats_from", "wall_s", "params", "network", "netem",
-                        "delay_us", "delay_requested_us", "complete"})
-    if (old->contains(k)) row[k] = (*old)[k];
+  json derived =
+      cell_row(o, c, read_run_stats(from, c.workers, warmup_for(o, c)), table_of(setting));
+  derived.erase("delay_us");  // run_cell replaced it with the delay the links really had
+  json row = *old;            // what the run recorded stays; what cell_row derives is replaced
+  row.update(derived);
   if (row != *old) sim::write_file_atomic(dir / "cell.json", row.dump(2) + "\n");
 }
 
