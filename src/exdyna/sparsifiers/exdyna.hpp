@@ -98,9 +98,9 @@ class ExDyna final : public Sparsifier {
   // differs.
   bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
-  // the cold ladder; planned: the exact controller's planned total).
+  // the cold ladder; stats: this step's, counts finished).
   void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
-                           std::int64_t planned, StepStats& stats);
+                           StepStats& stats);
 
   SparsifierConfig cfg_;
   std::int64_t k_;

@@ -501,6 +501,35 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
   });
 }
 
+// A worker the plan leaves empty sends one index, so the plan's own total is k minus such workers;
+// that is not a ladder that ran short. The last two partitions hold exact zeros (Alg. 3 moves one
+// block per iteration, so the last stays empty for the whole run and the rotation hands it to
+// each worker in turn), and under a binding cap the reach must still come back from the cold
+// start's widest instead of doubling for good (it held 4 octaves in every iteration on the CNN
+// trace at 16 workers, d = 0.001).
+TEST(WorkerCap, AWorkerLeftEmptyDoesNotHoldTheReachAtItsWidest) {
+  const int n = 8;
+  const std::int64_t n_g = 100'003;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
+    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    ExDyna a(cfg);
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    int empty = 0;
+    for (std::int64_t t = 0; t < 16; ++t) {
+      fill_hot_fifth(acc, static_cast<unsigned>(53 * t + c.rank()));
+      std::fill(acc.end() - 2 * (n_g / n), acc.end(), 0.0f);
+      a.step(acc, c, out, s);
+      EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      empty += std::count(s.k_per_worker.begin(), s.k_per_worker.end(), 1);
+    }
+    EXPECT_GE(empty, 8);  // the case under test happened
+    EXPECT_LT(a.histogram()->down(), a.histogram()->wide_down());
+  });
+}
+
 // Issue 12: the exact controller holds exactly k from iteration 0 even when the first threshold
 // (1.5 here) lies orders of magnitude above every value (a word-level LSTM's first gradients sit
 // 10^3..10^6 below 1 / (2 sqrt k)), with and without a worker cap, and the ladders that follow
