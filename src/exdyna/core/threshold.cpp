@@ -36,6 +36,12 @@ HistogramController::HistogramController(int rungs, double span) : rungs_(rungs)
   min_down_ = steady_down_;
 }
 
+int HistogramController::movement_down() const {
+  const double octaves = 2.0 * std::max(0.0, vol_ - std::log(1.05)) / std::log(2.0);
+  const double extra = std::ceil(octaves * static_cast<double>(1 << mant_bits_));
+  return static_cast<int>(std::min<double>(steady_down_ + extra, wide_down()));
+}
+
 void HistogramController::set_down(int d) {
   EXDYNA_CHECK_ARG(d >= 0 && d < rungs_, "ladder reach ", d, " is not valid; expected 0..",
                    rungs_ - 1);
@@ -161,9 +167,7 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
       // and twice its part above 5% in octaves is added to the steady reach. The synthetic
       // source moves by less than 5% per iteration once settled, so its cost is unchanged.
       vol_ = std::max(std::fabs(r), 0.7 * vol_);
-      const double octaves = 2.0 * std::max(0.0, vol_ - std::log(1.05)) / std::log(2.0);
-      const double extra = std::ceil(octaves * static_cast<double>(1 << mant_bits_));
-      down_ = static_cast<int>(std::min<double>(steady_down_ + extra, wide_down()));
+      down_ = movement_down();
     }
     last_exact_ = exact;
     down_ = std::max(down_, min_down_);

@@ -57,6 +57,9 @@ class HistogramController {
   double last_exact() const { return last_exact_; }
   double log_trend() const { return log_trend_; }
   double movement() const { return vol_; }  // recent |log ratio| of exact thresholds, held
+  // The reach below that the movement alone asks for: the steady reach plus twice the held
+  // movement's part above 5 %, in rungs (next_threshold's reach before the cap's floor).
+  int movement_down() const;
   void set_trend(double last_exact, double log_trend, double movement = 0);
 
   // The ladder for this threshold: rung `down()` is the grid value at or just below it.

@@ -56,9 +56,9 @@ std::size_t ladder_slot_words(std::int64_t k, int workers, int rungs) {
 }
 
 constexpr std::uint32_t kStateMagic = 0x31445845;  // "EXD1"
-// Version 3 adds the controller (the exact controller's state is the histogram's); version 2
-// states are still read.
-constexpr std::uint32_t kStateVersion = 3;
+// Version 3 adds the controller (the exact controller's state is the histogram's), version 4 the
+// exact controller's predicted cut (ExDyna::floor_rung); versions 2 and 3 are still read.
+constexpr std::uint32_t kStateVersion = 4;
 
 }  // namespace
 
@@ -158,6 +158,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
       grid = hist_->grid(threshold_);
     }
     two_pass = exact && !cold && two_pass_next_;
+    floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());
@@ -207,6 +208,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
   plan_next_threshold(grid, per_rank, cold, stats);
+  next_floor_ = exact && worker_cap_ > 0 ? predicted_cut(grid, per_rank, t) : 0.0;
   if (cfg_.exdyna.balance == core::Balance::kExact)
     balance_exact(out.indices);
   else
@@ -265,15 +267,18 @@ std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offse
                                 const core::LadderGrid& grid, float thr, bool two_pass) {
   std::fill(bins_.begin(), bins_.end(), 0);
   words_ = false;
+  // The exact controller collects from this worker's floor up (floor_rung): the grid from that
+  // rung on, whose bins are bins_ from that rung on, so the ladder on the wire is unchanged.
+  const core::LadderGrid sub = from_floor(grid);
+  std::int64_t* const bins = bins_.data() + floor_;
   if (two_pass)  // the count only; the candidates are collected after the plan (own_cut)
     return core::count_ladder_candidates(
-        part, grid, bins_.data(), reinterpret_cast<std::uint8_t*>(abs_.data()), group_max_.data());
+        part, sub, bins, reinterpret_cast<std::uint8_t*>(abs_.data()), group_max_.data());
   if (cfg_.exdyna.controller == core::Controller::kExact) {
     // One word per candidate where the kernel allows (own_cut expands only those it keeps).
-    words_ = core::ladder_words_fit(core::select_kernel_in_use(), part.size(), grid);
-    if (words_) return core::collect_ladder_words(part, grid, idx_.data(), bins_.data());
-    return core::collect_ladder_candidates(part, offset, grid, idx_.data(), abs_.data(),
-                                           bins_.data());
+    words_ = core::ladder_words_fit(core::select_kernel_in_use(), part.size(), sub);
+    if (words_) return core::collect_ladder_words(part, sub, idx_.data(), bins);
+    return core::collect_ladder_candidates(part, offset, sub, idx_.data(), abs_.data(), bins);
   }
   return core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
                                        abs_.data());
@@ -281,18 +286,69 @@ std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offse
 
 std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
                             const core::LadderGrid& grid, bool two_pass, std::size_t candidates) {
-  const auto [rung, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+  const auto [cut, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+  // In the grid from this worker's floor up (its bins below the floor are empty, so the cut is
+  // at or above it).
+  const core::LadderGrid sub = from_floor(grid);
+  const int rung = std::max(cut - floor_, 0);
   // Two passes: the candidates at or above this worker's own cut, the only ones take_cut keeps.
   if (two_pass)
-    candidates = core::collect_from_rung(part, offset, grid, rung, group_max_.data(), idx_.data(),
+    candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
                                          abs_.data());
   const std::size_t mine =
-      words_ ? core::take_cut_words(part, offset, idx_.data(), abs_.data(), candidates, grid, rung,
+      words_ ? core::take_cut_words(part, offset, idx_.data(), abs_.data(), candidates, sub, rung,
                                     quota)
-             : core::take_cut(idx_.data(), abs_.data(), candidates, grid, rung, quota);
+             : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
   EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   return mine;
+}
+
+core::LadderGrid ExDyna::from_floor(const core::LadderGrid& grid) const {
+  core::LadderGrid sub = grid;
+  sub.lo_key += static_cast<std::uint32_t>(floor_);
+  sub.rungs -= floor_;
+  return sub;
+}
+
+int ExDyna::floor_rung(const core::LadderGrid& grid) const {
+  // Under a worker cap the reach below the threshold follows the deepest worker's cut (the
+  // cap's floor, HistogramController::cap_spread), but a capped worker cuts where its own
+  // partition holds the cap, often octaves above that: on the LSTM trace at d = 0.01, 7 of 8
+  // workers sent the cap in every iteration, and a hot partition stored up to 110,000 candidates
+  // for 1,083 kept. So each worker collects only from a margin below the cut that its partition
+  // needed in the last step (predicted_cut: the worker that read it then), the margin being the
+  // reach that the threshold's movement alone asks for plus a quarter octave; never above the
+  // rung that the movement's reach would give the ladder, so without a binding cap nothing
+  // changes. Rank-local: the others see this worker's bins as they are (empty below its floor),
+  // and every rank plans from the same gathered ladders.
+  if (!(next_floor_ > 0)) return 0;
+  const int movement = hist_->movement_down();
+  const int room = hist_->down() - movement;  // rungs held for the cap's spread only
+  if (room <= 0) return 0;
+  const auto key =
+      static_cast<std::int64_t>(core::ladder_key(static_cast<float>(next_floor_), grid.mant_bits));
+  const std::int64_t rung =
+      key - static_cast<std::int64_t>(grid.lo_key) - movement - hist_->steady_down();
+  return static_cast<int>(std::clamp<std::int64_t>(rung, 0, std::min(room, grid.rungs - 2)));
+}
+
+double ExDyna::predicted_cut(const core::LadderGrid& grid, std::size_t per_rank,
+                             std::int64_t t) const {
+  // Next step this worker reads the partition that worker `prev` read in this one (as in
+  // next_two_pass); the value of prev's own cut rung in this step's ladder predicts its own.
+  const int n = cfg_.world_size;
+  const int prev = (cfg_.rank + 1) % n;
+  if (core::Partitions::allocation(t, prev, n) != core::Partitions::allocation(t + 1, cfg_.rank, n))
+    return 0;
+  const auto bins = std::span<const std::int64_t>(gather_all_)
+                        .subspan(static_cast<std::size_t>(prev) * per_rank + 1,
+                                 static_cast<std::size_t>(grid.rungs));
+  const auto count = counts_[static_cast<std::size_t>(prev)];
+  std::int64_t held = 0;
+  for (const auto b : bins) held += b;
+  if (held < count) return 0;  // it sent one index from an empty ladder: nothing to go by
+  return grid.value(core::own_cut(bins, count).first);
 }
 
 bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
@@ -399,6 +455,7 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put<double>(hist_ ? hist_->movement() : 0.0);
   w.put<std::int32_t>(hist_ ? hist_->min_down() : -1);
   w.put_list(std::span<const double>(block_load_));
+  w.put<double>(next_floor_);
   return w.take();
 }
 
@@ -407,8 +464,8 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   EXDYNA_CHECK_T(DataError, r.get<std::uint32_t>() == kStateMagic,
                  "exdyna state does not start with the exdyna magic; not an exdyna checkpoint");
   const auto version = r.get<std::uint32_t>();
-  EXDYNA_CHECK_T(DataError, version == 2 || version == kStateVersion, "exdyna state version ",
-                 version, " is not supported; expected 2 or ", kStateVersion);
+  EXDYNA_CHECK_T(DataError, version >= 2 && version <= kStateVersion, "exdyna state version ",
+                 version, " is not supported; expected 2..", kStateVersion);
   if (version >= 3) {
     const auto c = r.get<std::int32_t>();
     const auto mine = static_cast<std::int32_t>(cfg_.exdyna.controller);
@@ -436,15 +493,18 @@ void ExDyna::load_state(std::span<const std::byte> state) {
                  down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
                  core::to_string(cfg_.exdyna.controller));
   auto load = r.get_list<double>();
+  const auto next_floor = version >= 4 ? r.get<double>() : 0.0;
   const auto load_size = static_cast<std::int64_t>(load.size());
   EXDYNA_CHECK_T(DataError, load_size == 0 || load_size == parts_.layout().n_blocks,
                  "exdyna state holds ", load_size,
                  " block loads; expected 0 or n_b = ", parts_.layout().n_blocks);
   r.expect_end();
   EXDYNA_CHECK_T(DataError,
-                 iteration >= 0 && iteration <= kMaxStateIteration && threshold == threshold,
-                 "exdyna state holds iteration ", iteration, " and threshold ", threshold,
-                 "; expected iteration 0..", kMaxStateIteration, " and a number");
+                 iteration >= 0 && iteration <= kMaxStateIteration && threshold == threshold &&
+                     next_floor >= 0 && std::isfinite(next_floor),
+                 "exdyna state holds iteration ", iteration, ", threshold ", threshold,
+                 " and predicted cut ", next_floor, "; expected iteration 0..", kMaxStateIteration,
+                 ", a number and a finite value >= 0");
   parts_.set_blocks(blocks);
   iteration_ = iteration;
   threshold_ = threshold;
@@ -455,6 +515,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
     hist_->set_min_down(min_down >= 0 ? min_down : hist_->steady_down());
   }
   block_load_ = std::move(load);
+  next_floor_ = next_floor;
 }
 
 }  // namespace exdyna::sparsifiers

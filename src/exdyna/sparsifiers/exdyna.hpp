@@ -57,6 +57,9 @@ class ExDyna final : public Sparsifier {
   // Ladder controllers: the lowest rung of this worker's ladder that its last count slot held
   // (core/ladder_wire.hpp; 0: the whole ladder, also before the first step and in paper mode).
   int slot_lowest_rung() const { return slot_lowest_rung_; }
+  // The exact controller: the rung of the last step's ladder from which this worker collected
+  // its candidates (0: the whole ladder; floor_rung).
+  int floor_rung() const { return floor_; }
 
   // Exact balance smooths each block's share of the selections over iterations:
   // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
@@ -97,6 +100,13 @@ class ExDyna final : public Sparsifier {
   // step's gathered candidate counts. The decisions are the same either way; only the cost
   // differs.
   bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
+  // The exact controller under a worker cap (issue 12): the rung of this step's grid from which
+  // this worker collects its candidates (0: the whole ladder), from next_floor_; the grid from
+  // that rung on; and, at the end of a step, the value of the cut that the partition this worker
+  // reads next needed in this step (0: none known).
+  int floor_rung(const core::LadderGrid& grid) const;  // the floor of the step under way
+  core::LadderGrid from_floor(const core::LadderGrid& grid) const;
+  double predicted_cut(const core::LadderGrid& grid, std::size_t per_rank, std::int64_t t) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
   // the cold ladder; stats: this step's, counts finished).
   void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
@@ -129,7 +139,9 @@ class ExDyna final : public Sparsifier {
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
   std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
-  bool words_ = false;  // exact controller: this step's candidates are collect_ladder_words'
+  bool words_ = false;     // exact controller: this step's candidates are collect_ladder_words'
+  int floor_ = 0;          // exact controller: this step's floor_rung
+  double next_floor_ = 0;  // exact controller: predicted_cut of the last step (state)
 };
 
 }  // namespace exdyna::sparsifiers
