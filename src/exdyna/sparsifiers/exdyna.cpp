@@ -226,13 +226,17 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
   if (cold) {
     // The next ladder, at the usual resolution, around where this cut fell, reaching its widest
     // below (the gradients grow under error feedback, so the next cut lies higher, if anything).
-    // It also starts the trend, as a bracketed ladder would have, with a movement of two octaves
-    // held: in the first iterations the residual fills up and the cut climbs fast, and the reach
-    // below must not shrink to the steady quarter octave until the movement has settled (with no
-    // movement held, 16 workers at d = 0.01 fell to 0.79 d in iteration 2).
+    // It also starts the trend, as a bracketed ladder would have, with a movement of half an
+    // octave held, so the reach below shrinks to the steady quarter octave over a few iterations
+    // while the residual fills up; iteration 1's own movement then sets it. (Two octaves were held
+    // until issue 12's fifth round, from a time when 16 workers at d = 0.01 fell to 0.79 d in
+    // iteration 2 without; with the cap's reach (cold_cap_reach, cap_spread) and the widest reach
+    // in iteration 1 no source needs it: the density table of docs/exdyna-controller.md is the same
+    // row for row with none held at all. On the LSTM trace the two octaves held the reach at 3-4
+    // octaves for its first six iterations.)
     threshold_ = core::cut_value(grid, summed_bins_, core::cut_ladder(summed_bins_, k_));
     stats.threshold = threshold_;
-    hist_->set_trend(threshold_, 0.0, std::log(4.0));
+    hist_->set_trend(threshold_, 0.0, 0.5 * std::log(2.0));
     if (worker_cap_ > 0) cold_cap_reach(grid, per_rank);
     hist_->set_down(hist_->wide_down());
   } else if (hist_) {

@@ -562,8 +562,9 @@ TEST(WorkerCap, CappedWorkersCollectFromTheirOwnFloor) {
       EXPECT_EQ(s.k_total, a.k()) << "step " << t;
       // (In steps 1 and 2 exact balance is still moving the hot half's edges, and the cap
       // yields where it would leave k out of reach, floor or not.)
-      if (t >= 3)
+      if (t >= 3) {
         for (const auto k : s.k_per_worker) EXPECT_LE(k, cap) << "step " << t;
+      }
       floors += a.floor_rung() > 0;
     }
     EXPECT_GE(floors, 4);  // the hot half's workers in most steps
