@@ -101,12 +101,20 @@ class ExDyna final : public Sparsifier {
   // differs.
   bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
   // The exact controller under a worker cap (issue 12): the rung of this step's grid from which
-  // this worker collects its candidates (0: the whole ladder), from next_floor_; the grid from
+  // this worker collects its candidates (0: the whole ladder), from next_cut_; the grid from
   // that rung on; and, at the end of a step, the value of the cut that the partition this worker
   // reads next needed in this step (0: none known).
   int floor_rung(const core::LadderGrid& grid) const;  // the floor of the step under way
   core::LadderGrid from_floor(const core::LadderGrid& grid) const;
-  double predicted_cut(const core::LadderGrid& grid, std::size_t per_rank, std::int64_t t) const;
+  // The values of the cut that the partition this worker reads next needed in this step, and of
+  // the rung above which it held kCoverFactor times that count (0: not known).
+  struct PredictedCut {
+    double cut = 0;
+    double cover = 0;
+  };
+  static constexpr std::int64_t kCoverFactor = 4;
+  PredictedCut predicted_cut(const core::LadderGrid& grid, std::size_t per_rank,
+                             std::int64_t t) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
   // the cold ladder; stats: this step's, counts finished).
   void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
@@ -141,7 +149,7 @@ class ExDyna final : public Sparsifier {
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
   bool words_ = false;     // exact controller: this step's candidates are collect_ladder_words'
   int floor_ = 0;          // exact controller: this step's floor_rung
-  double next_floor_ = 0;  // exact controller: predicted_cut of the last step (state)
+  PredictedCut next_cut_;  // exact controller: predicted_cut of the last step (state)
 };
 
 }  // namespace exdyna::sparsifiers
