@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -579,6 +582,44 @@ TEST(WorkerCap, CappedWorkersCollectFromTheirOwnFloor) {
       ASSERT_EQ(oa.indices, ob.indices);
       ASSERT_EQ(a.floor_rung(), b.floor_rung());
     }
+  });
+}
+
+// State version 4 ends with the predicted cut (two doubles); a version 3 state (the same without
+// them) still loads and the restored sparsifier keeps k exact, and a predicted cut that is not a
+// finite value >= 0 is rejected as data, not used.
+TEST(WorkerCap, AVersion3StateLoadsAndABadPredictedCutIsRejected) {
+  const int n = 4;
+  const std::int64_t n_g = 200'003;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kExact);
+    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    ExDyna a(cfg);
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 4; ++t) {
+      fill_hot_fifth(acc, static_cast<unsigned>(17 * t + c.rank()));
+      a.step(acc, c, out, s);
+    }
+    const auto v4 = a.save_state();
+    ASSERT_GT(v4.size(), 24u);
+    auto v3 = v4;
+    v3.resize(v3.size() - 2 * sizeof(double));
+    const std::uint32_t three = 3;
+    std::memcpy(v3.data() + sizeof(std::uint32_t), &three, sizeof(three));
+    ExDyna b(cfg);
+    b.load_state(v3);
+    fill_hot_fifth(acc, 99u + static_cast<unsigned>(c.rank()));
+    b.step(acc, c, out, s);
+    EXPECT_EQ(s.k_total, b.k());
+    EXPECT_EQ(b.floor_rung(), 0);  // no predicted cut in a version 3 state
+    auto bad = v4;                 // the predicted cut's two doubles replaced by 0.5 and -1
+    bad.resize(bad.size() - 2 * sizeof(double));
+    for (const double v : {0.5, -1.0})
+      for (const auto b : std::bit_cast<std::array<std::byte, sizeof(double)>>(v)) bad.push_back(b);
+    ExDyna d(cfg);
+    EXPECT_THROW(d.load_state(bad), DataError);
   });
 }
 
