@@ -322,12 +322,12 @@ int ExDyna::floor_rung(const core::LadderGrid& grid) const {
   // workers sent the cap in every iteration, and a hot partition stored up to 110,000 candidates
   // for 1,083 kept. So each worker collects only from a margin below the cut that its partition
   // needed in the last step (predicted_cut: the worker that read it then), the margin being the
-  // reach that the threshold's movement alone asks for plus a quarter octave, or, where that is
-  // lower, the rung above which the partition held kCoverFactor times that worker's count (at
-  // least a quarter octave under the cut): a partition of many similar values (an LSTM weight
-  // matrix held 30 % of its 182,000 values within 1.5 octaves of its cut) needs the margin in
-  // values, not octaves. Never above the rung that the movement's reach would give the ladder, so
-  // without a binding cap nothing changes. Rank-local: the others see this worker's bins as they
+  // reach that the threshold's movement alone asks for plus a quarter octave, or the rung above
+  // which the partition held kCoverFactor times that worker's count where that rung is higher
+  // (but at least a quarter octave under the cut): a partition of many similar values (an LSTM
+  // weight matrix held 30 % of its 182,000 values within 1.5 octaves of its cut) needs the margin
+  // in values, not octaves. Never above the rung that the movement's reach would give the ladder,
+  // so without a binding cap nothing changes. Rank-local: the others see this worker's bins as they
   // are (empty below its floor), and every rank plans from the same gathered ladders.
   if (!(next_cut_.cut > 0)) return 0;
   const int movement = hist_->movement_down();
@@ -352,19 +352,16 @@ ExDyna::PredictedCut ExDyna::predicted_cut(const core::LadderGrid& grid, std::si
   const int prev = (cfg_.rank + 1) % n;
   if (core::Partitions::allocation(t, prev, n) != core::Partitions::allocation(t + 1, cfg_.rank, n))
     return {};
-  const auto bins = std::span<const std::int64_t>(gather_all_)
-                        .subspan(static_cast<std::size_t>(prev) * per_rank + 1,
-                                 static_cast<std::size_t>(grid.rungs));
-  const auto count = counts_[static_cast<std::size_t>(prev)];
-  std::int64_t held = 0;
-  for (const auto b : bins) held += b;
-  if (held < count) return {};  // it sent one index from an empty ladder: nothing to go by
+  const auto cut = gathered_cut(prev, grid.rungs, per_rank);
+  if (!cut) return {};  // nothing to go by
   PredictedCut p;
-  p.cut = grid.value(core::own_cut(bins, count).first);
+  p.cut = grid.value(*cut);
   // The highest rung at which prev's ladder holds kCoverFactor times its count (none: 0).
+  const auto* bins = gather_all_.data() + static_cast<std::size_t>(prev) * per_rank + 1;
+  const auto count = counts_[static_cast<std::size_t>(prev)];
   std::int64_t above = 0;
   for (int j = grid.rungs - 1; j >= 0; --j) {
-    above += bins[static_cast<std::size_t>(j)];
+    above += bins[j];
     if (above >= kCoverFactor * count) {
       p.cover = grid.value(j);
       break;
@@ -446,16 +443,21 @@ void ExDyna::cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank) 
   hist_->set_min_down(std::clamp(reach, hist_->steady_down(), hist_->wide_down()));
 }
 
+std::optional<int> ExDyna::gathered_cut(int w, int rungs, std::size_t per_rank) const {
+  const auto bins =
+      std::span<const std::int64_t>(gather_all_)
+          .subspan(static_cast<std::size_t>(w) * per_rank + 1, static_cast<std::size_t>(rungs));
+  const auto count = counts_[static_cast<std::size_t>(w)];
+  std::int64_t held = 0;
+  for (const auto b : bins) held += b;
+  if (held < count) return std::nullopt;  // it sent one index from an empty ladder
+  return core::own_cut(bins, count).first;
+}
+
 int ExDyna::deepest_cut_rung(int rungs, std::size_t per_rank) const {
   int deepest = rungs - 1;
-  const auto r = static_cast<std::size_t>(rungs);
-  for (int w = 0; w < cfg_.world_size; ++w) {
-    const auto bins = std::span<const std::int64_t>(gather_all_).subspan(w * per_rank + 1, r);
-    const auto count = counts_[static_cast<std::size_t>(w)];
-    std::int64_t held = 0;
-    for (const auto b : bins) held += b;
-    if (held >= count) deepest = std::min(deepest, core::own_cut(bins, count).first);
-  }
+  for (int w = 0; w < cfg_.world_size; ++w)
+    if (const auto cut = gathered_cut(w, rungs, per_rank)) deepest = std::min(deepest, *cut);
   return deepest;
 }
 
