@@ -383,42 +383,71 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
 // (docs/exdyna-controller.md, "fourth round").
 constexpr std::size_t kMaxWordPart = std::size_t{1} << 24;
 
+// Issue 12, fifth round: the pass itself does no bin arithmetic. Each candidate is first stored as
+// the bits of |x| with the low 16 bits replaced by its position in its block of 2^16 values (one
+// ternary-logic op per vector, against a shift, a subtract, a clamp and an or): the bin needs only
+// the bits above 23 - m >= 16, which the word keeps. The compacted words (a few % of the values)
+// are then turned into the words above, position << 8 | bin, in a tight loop per block.
+constexpr std::size_t kWordBlock = std::size_t{1} << 16;
+
+__attribute__((target("avx512f"))) void words_from_high_bits(std::uint32_t* w, std::size_t count,
+                                                             std::uint32_t base,
+                                                             const LadderGrid& grid) {
+  const __m128i sh = _mm_cvtsi32_si128(23 - grid.mant_bits);
+  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
+  const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
+  const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
+  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  const __m512i base_v = _mm512_set1_epi32(static_cast<int>(base));
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i x = _mm512_loadu_si512(w + i);
+    const __m512i bin = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srl_epi32(x, sh), lo_key), top_v);
+    const __m512i pos = _mm512_add_epi32(_mm512_and_si512(x, low16), base_v);
+    _mm512_storeu_si512(w + i, _mm512_or_si512(_mm512_slli_epi32(pos, 8), bin));
+  }
+  for (; i < count; ++i) {
+    const std::uint32_t b = (w[i] >> (23 - grid.mant_bits)) - grid.lo_key;
+    w[i] = ((w[i] & 0xffff) + base) << 8 | (b < top ? b : top);
+  }
+}
+
 __attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float* p, std::size_t n,
                                                                     const LadderGrid& grid,
                                                                     std::uint32_t* words) {
   const float lo_value = grid.value(0);
   const __m512 lo = _mm512_set1_ps(lo_value);
-  const int shift = 23 - grid.mant_bits;
-  const __m128i sh = _mm_cvtsi32_si128(shift);
-  const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
-  const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
-  const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
-  const __m512i step = _mm512_set1_epi32(16 << 8);
-  const __m512i group_step = _mm512_set1_epi32(64 << 8);
-  __m512i pos =
-      _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 8);
-  std::size_t c = 0, i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m512 a[4];
-    __mmask16 k[4];
-    if (!abs_at_least_64(p + i, lo, a, k)) {
-      pos = _mm512_add_epi32(pos, group_step);
-      continue;
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i step = _mm512_set1_epi32(16);
+  const __m512i group_step = _mm512_set1_epi32(64);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  std::size_t c = 0;
+  for (std::size_t b0 = 0; b0 < n; b0 += kWordBlock) {
+    const std::size_t first = c, end = std::min(n, b0 + kWordBlock);
+    __m512i pos = lanes;  // in the block
+    std::size_t i = b0;
+    for (; i + 64 <= end; i += 64) {
+      __m512 a[4];
+      __mmask16 k[4];
+      if (!abs_at_least_64(p + i, lo, a, k)) {
+        pos = _mm512_add_epi32(pos, group_step);
+        continue;
+      }
+      for (int j = 0; j < 4; ++j) {
+        // (bits & 0xffff0000) | pos; c <= i + 16 j: the 16 words stay inside the n of words.
+        const __m512i word = _mm512_ternarylogic_epi32(_mm512_castps_si512(a[j]), high, pos, 0xEA);
+        _mm512_storeu_si512(words + c, _mm512_maskz_compress_epi32(k[j], word));
+        c += static_cast<std::size_t>(__builtin_popcount(k[j]));
+        pos = _mm512_add_epi32(pos, step);
+      }
     }
-    for (int j = 0; j < 4; ++j) {
-      const __m512i key = _mm512_srl_epi32(_mm512_castps_si512(a[j]), sh);
-      const __m512i bin = _mm512_min_epu32(_mm512_sub_epi32(key, lo_key), top_v);
-      // c <= i + 16 j: the 16 words stay inside the n of words.
-      _mm512_storeu_si512(words + c, _mm512_maskz_compress_epi32(k[j], _mm512_or_si512(pos, bin)));
-      c += static_cast<std::size_t>(__builtin_popcount(k[j]));
-      pos = _mm512_add_epi32(pos, step);
+    for (; i < end; ++i) {  // the partition's last values (a block is a whole number of groups)
+      const float a = std::fabs(p[i]);
+      words[c] =
+          (std::bit_cast<std::uint32_t>(a) & 0xffff0000u) | static_cast<std::uint32_t>(i - b0);
+      c += a >= lo_value;  // branch-free: the word is scratch when it does not count
     }
-  }
-  for (; i < n; ++i) {
-    const float a = std::fabs(p[i]);
-    const std::uint32_t b = (std::bit_cast<std::uint32_t>(a) >> shift) - grid.lo_key;
-    words[c] = static_cast<std::uint32_t>(i) << 8 | (b < top ? b : top);
-    c += a >= lo_value;  // branch-free: the word is scratch when it does not count
+    words_from_high_bits(words + first, c - first, static_cast<std::uint32_t>(b0), grid);
   }
   return c;
 }
@@ -735,7 +764,9 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
 
 bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& grid) {
 #if defined(__SSE2__)
-  return k == SelectKernel::kAvx512 && cpu_has(k) && grid.rungs <= 256 && part_size <= kMaxWordPart;
+  // (mant_bits <= 7: the bin lies in the bits above the 16 of collect_words_avx512's position.)
+  return k == SelectKernel::kAvx512 && cpu_has(k) && grid.rungs <= 256 && grid.mant_bits <= 7 &&
+         part_size <= kMaxWordPart;
 #else
   (void)k;
   (void)part_size;
