@@ -293,6 +293,27 @@ void fill_hot_fifth(std::vector<float>& acc, unsigned seed) {
         e(rng) * (i < n_g / 5 ? 4.0f : 1.0f) * ((i & 1) ? 1.0f : -1.0f);
 }
 
+// A sparsifier restored from a's state continues bit for bit: in steps t0..t1 (fill(t) writes
+// acc) both select the same indices with the same threshold, ladder reach and floor.
+template <typename Fill>
+void expect_restored_continues(ExDyna& a, const SparsifierConfig& cfg, comm::Communicator& c,
+                               std::vector<float>& acc, Fill fill, std::int64_t t0,
+                               std::int64_t t1) {
+  ExDyna b(cfg);
+  b.load_state(a.save_state());
+  EXPECT_EQ(b.histogram()->min_down(), a.histogram()->min_down());
+  for (std::int64_t t = t0; t < t1; ++t) {
+    fill(t);
+    SparseResult oa, ob;
+    StepStats sa, sb;
+    a.step(acc, c, oa, sa);
+    b.step(acc, c, ob, sb);
+    ASSERT_EQ(oa.indices, ob.indices) << "step " << t;
+    ASSERT_EQ(a.threshold(), b.threshold()) << "step " << t;
+    ASSERT_EQ(a.floor_rung(), b.floor_rung()) << "step " << t;
+  }
+}
+
 }  // namespace
 
 // 16 blocks of 32 elements, 4 workers; block b holds w_b values of 10 (all selected):
@@ -489,18 +510,7 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
     }
     EXPECT_LE(s.f_t, static_cast<double>(n * cap) / static_cast<double>(a.k()) + 1e-12);
     // The cap's reach is state: a restored sparsifier continues bit for bit.
-    ExDyna b(cfg);
-    b.load_state(a.save_state());
-    EXPECT_EQ(b.histogram()->min_down(), a.histogram()->min_down());
-    for (std::int64_t t = 12; t < 16; ++t) {
-      fill(t);
-      SparseResult oa, ob;
-      StepStats sa, sb;
-      a.step(acc, c, oa, sa);
-      b.step(acc, c, ob, sb);
-      ASSERT_EQ(oa.indices, ob.indices);
-      ASSERT_EQ(a.threshold(), b.threshold());
-    }
+    expect_restored_continues(a, cfg, c, acc, fill, 12, 16);
   });
 }
 
@@ -571,17 +581,7 @@ TEST(WorkerCap, CappedWorkersCollectFromTheirOwnFloor) {
       floors += a.floor_rung() > 0;
     }
     EXPECT_GE(floors, 4);  // the hot half's workers in most steps
-    ExDyna b(cfg);
-    b.load_state(a.save_state());
-    for (std::int64_t t = 12; t < 16; ++t) {
-      fill(t);
-      SparseResult oa, ob;
-      StepStats sa, sb;
-      a.step(acc, c, oa, sa);
-      b.step(acc, c, ob, sb);
-      ASSERT_EQ(oa.indices, ob.indices);
-      ASSERT_EQ(a.floor_rung(), b.floor_rung());
-    }
+    expect_restored_continues(a, cfg, c, acc, fill, 12, 16);
   });
 }
 
