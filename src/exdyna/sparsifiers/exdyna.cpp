@@ -346,12 +346,10 @@ int ExDyna::floor_rung(const core::LadderGrid& grid) const {
 
 ExDyna::PredictedCut ExDyna::predicted_cut(const core::LadderGrid& grid, std::size_t per_rank,
                                            std::int64_t t) const {
-  // Next step this worker reads the partition that worker `prev` read in this one (as in
-  // next_two_pass); the value of prev's own cut rung in this step's ladder predicts its own.
-  const int n = cfg_.world_size;
-  const int prev = (cfg_.rank + 1) % n;
-  if (core::Partitions::allocation(t, prev, n) != core::Partitions::allocation(t + 1, cfg_.rank, n))
-    return {};
+  // The value of prev's own cut rung in this step's ladder predicts this worker's next one.
+  const auto holder = next_partition_holder(t);
+  if (!holder) return {};
+  const int prev = *holder;
   const auto cut = gathered_cut(prev, grid.rungs, per_rank);
   if (!cut) return {};  // nothing to go by
   PredictedCut p;
@@ -370,15 +368,23 @@ ExDyna::PredictedCut ExDyna::predicted_cut(const core::LadderGrid& grid, std::si
   return p;
 }
 
-bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
-  // Next step this worker reads the partition that worker `prev` read in this one (Alg. 3's
-  // rotation; exact balance moves its edges a little): its candidates, gathered with the counts,
-  // over its length, predict the share of candidates the next pass meets.
+std::optional<int> ExDyna::next_partition_holder(std::int64_t t) const {
+  // Alg. 3's rotation: next step this worker reads the partition that worker rank + 1 read in
+  // this one (exact balance moves its edges a little).
   const int n = cfg_.world_size;
-  const int next = core::Partitions::allocation(t + 1, cfg_.rank, n);
   const int prev = (cfg_.rank + 1) % n;
-  if (core::Partitions::allocation(t, prev, n) != next) return false;
-  const auto candidates = gather_all_[static_cast<std::size_t>(prev) * per_rank];
+  if (core::Partitions::allocation(t, prev, n) != core::Partitions::allocation(t + 1, cfg_.rank, n))
+    return std::nullopt;
+  return prev;
+}
+
+bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
+  // The candidates of the worker that read the next partition in this step, gathered with the
+  // counts, over its length, predict the share of candidates the next pass meets.
+  const auto prev = next_partition_holder(t);
+  if (!prev) return false;
+  const int next = core::Partitions::allocation(t + 1, cfg_.rank, cfg_.world_size);
+  const auto candidates = gather_all_[static_cast<std::size_t>(*prev) * per_rank];
   return static_cast<double>(candidates) >=
          kTwoPassShare * static_cast<double>(parts_.range(next).size());
 }

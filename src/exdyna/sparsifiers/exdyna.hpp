@@ -103,6 +103,9 @@ class ExDyna final : public Sparsifier {
   // step's gathered candidate counts. The decisions are the same either way; only the cost
   // differs.
   bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
+  // The worker that read, in step t, the partition this worker reads in step t + 1 (none if the
+  // rotation does not hand it over).
+  std::optional<int> next_partition_holder(std::int64_t t) const;
   // The exact controller under a worker cap (issue 12): the rung of this step's grid from which
   // this worker collects its candidates (0: the whole ladder), from next_cut_; the grid from
   // that rung on; and, at the end of a step, the value of the cut that the partition this worker
