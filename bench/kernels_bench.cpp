@@ -175,6 +175,7 @@ void BM_exdyna_exact_select_8w(benchmark::State& st) {
   const auto part =
       std::span<const float>(in.acc).first(static_cast<std::size_t>(st.range(0) / kWorkers));
   std::vector<std::uint32_t> out(part.size());
+  std::vector<std::uint8_t> subs(part.size());
   std::vector<float> abs(part.size());
   const exdyna::core::ExDynaOptions opts;
   const exdyna::core::HistogramController h(opts.ladder_rungs, opts.ladder_span);
@@ -188,11 +189,11 @@ void BM_exdyna_exact_select_8w(benchmark::State& st) {
   std::size_t c = 0;
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
-    c = words ? exdyna::core::collect_ladder_words(part, grid, out.data(), bins.data())
+    c = words ? exdyna::core::collect_ladder_words(part, grid, out.data(), subs.data(), bins.data())
               : exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(),
                                                         bins.data());
     const auto [rung, quota] = exdyna::core::own_cut(bins, k);
-    c = words ? exdyna::core::take_cut_words(part, 0, out.data(), abs.data(), c, grid, rung, quota)
+    c = words ? exdyna::core::take_cut_words(0, out.data(), subs.data(), c, grid, rung, quota)
               : exdyna::core::take_cut(out.data(), abs.data(), c, grid, rung, quota);
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();

@@ -85,13 +85,12 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
 // top rung; the others, and the top rung, one at a time): the same result on every kernel.
 std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
                           const LadderGrid& grid, int rung, std::int64_t quota);
-// The same cut of the words of collect_ladder_words (issue 12, fourth round; same part and grid,
-// offset as the indices take): only the words at or above `rung` are expanded to indices (into
-// words, in place) and values (into abs_scratch, room for count floats). Returns how many are kept:
-// the same indices, in the same order, as take_cut on collect_ladder_candidates' output.
-std::size_t take_cut_words(std::span<const float> part, std::uint32_t offset, std::uint32_t* words,
-                           float* abs_scratch, std::size_t count, const LadderGrid& grid, int rung,
-                           std::int64_t quota);
+// The same cut of the words and sub-bins of collect_ladder_words (issue 12, fourth and sixth
+// rounds; same grid, offset as the indices take), into indices in words, in place: the same
+// indices, in the same order, as take_cut on collect_ladder_candidates' output; returns how many.
+// The partition is not read again.
+std::size_t take_cut_words(std::uint32_t offset, std::uint32_t* words, const std::uint8_t* subs,
+                           std::size_t count, const LadderGrid& grid, int rung, std::int64_t quota);
 
 // Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),

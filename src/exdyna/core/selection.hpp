@@ -79,22 +79,18 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::uint32_t* idx_out, float* abs_out,
                                            std::int64_t* bins);
 
-// Issue 12, fourth round: the exact controller's one-pass collection as words, which it expands
-// after the plan only as far as its own cut (take_cut_words in ladder_cut.hpp): word = position in
-// part << 8 | bin (clamped to the top rung), in increasing position, the bins added to bins.
-// Expanding every candidate to an index and a value and compacting them again in take_cut cost
-// a store, a gather and a compaction per candidate, of which the cut keeps about half (d = 0.01,
-// the steady quarter octave of reach) to a tenth. Only where ladder_words_fit: the AVX-512 kernel
-// (on this CPU), at most 256 rungs and 2^24 values. words: room for part.size() entries.
+// Issue 12, fourth round: the exact controller's one-pass collection as words, which it cuts
+// after the plan (take_cut_words in ladder_cut.hpp): word = position in part << 8 | bin (clamped
+// to the top rung), in increasing position, the bins added to bins. Expanding every candidate to
+// an index and a value and compacting them again in take_cut cost a store, a gather and a
+// compaction per candidate, of which the cut keeps about half (d = 0.01, the steady quarter octave
+// of reach) to a tenth. subs (sixth round): each word's sub-bin, the 8 bits of |x| below its bin
+// (as take_cut resolves its cut bin), so that the cut never reads the partition again. Only where
+// ladder_words_fit: the AVX-512 kernel (on this CPU), at most 256 rungs of at most 7 mantissa bits
+// and 2^24 values. words, subs: room for part.size() entries.
 bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& grid);
 std::size_t collect_ladder_words(std::span<const float> part, const LadderGrid& grid,
-                                 std::uint32_t* words, std::int64_t* bins);
-// Keeps, in place and in order, the words of bin `rung` or above (rung < R <= 256) and turns them
-// into indices offset + position, with |part[position]| into abs_out (room for count floats);
-// returns how many. These are the candidates at or above `rung` of collect_ladder_candidates, as
-// it writes them. Requires the AVX-512 kernel.
-std::size_t expand_ladder_words(std::span<const float> part, std::uint32_t offset, int rung,
-                                std::uint32_t* words, float* abs_out, std::size_t count);
+                                 std::uint32_t* words, std::uint8_t* subs, std::int64_t* bins);
 
 // Issue 12, the exact controller's two-pass collection (docs/exdyna-controller.md, "third
 // round"): on real gradients a worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000

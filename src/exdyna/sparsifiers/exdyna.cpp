@@ -281,7 +281,7 @@ std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offse
   if (cfg_.exdyna.controller == core::Controller::kExact) {
     // One word per candidate where the kernel allows (own_cut expands only those it keeps).
     words_ = core::ladder_words_fit(core::select_kernel_in_use(), part.size(), sub);
-    if (words_) return core::collect_ladder_words(part, sub, idx_.data(), bins);
+    if (words_) return core::collect_ladder_words(part, sub, idx_.data(), word_subs(), bins);
     return core::collect_ladder_candidates(part, offset, sub, idx_.data(), abs_.data(), bins);
   }
   return core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
@@ -300,8 +300,7 @@ std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
     candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
                                          abs_.data());
   const std::size_t mine =
-      words_ ? core::take_cut_words(part, offset, idx_.data(), abs_.data(), candidates, sub, rung,
-                                    quota)
+      words_ ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)
              : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
   EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);

@@ -98,6 +98,8 @@ class ExDyna final : public Sparsifier {
   // two_pass, collected first from its cut rung); returns the values kept, counts_[rank].
   std::size_t own_cut(std::span<const float> part, std::uint32_t offset,
                       const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
+  // The sub-bins of collect_ladder_words' candidates (abs_'s bytes: the words path stores no |x|).
+  std::uint8_t* word_subs() { return reinterpret_cast<std::uint8_t*>(abs_.data()); }
   // The exact controller: whether the next step counts its candidates first and collects only
   // those at or above its own cut after the plan (core::count_ladder_candidates), from this
   // step's gathered candidate counts. The decisions are the same either way; only the cost

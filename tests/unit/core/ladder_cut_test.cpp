@@ -270,12 +270,12 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
             select_kernel_in_use() == k) {
           // The one-pass path as words (issue 12, fourth round): the same bins and cut.
           std::vector<std::uint32_t> words(n);
-          std::vector<float> abs4(n);
+          std::vector<std::uint8_t> subs(n);
           std::vector<std::int64_t> bins4(bins.size(), 0);
-          ASSERT_EQ(collect_ladder_words(*part, grid, words.data(), bins4.data()), total);
+          ASSERT_EQ(collect_ladder_words(*part, grid, words.data(), subs.data(), bins4.data()),
+                    total);
           ASSERT_EQ(bins4, bins);
-          words.resize(
-              take_cut_words(*part, 9, words.data(), abs4.data(), total, grid, rung, quota));
+          words.resize(take_cut_words(9, words.data(), subs.data(), total, grid, rung, quota));
           EXPECT_EQ(words, idx1) << "count " << count << (part == &ties ? " (ties)" : "");
         }
         const auto c2 =

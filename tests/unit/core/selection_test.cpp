@@ -348,25 +348,24 @@ TEST(Selection, CollectLadderCandidatesEqualsTheScalarOnEveryKernelAndGrid) {
         EXPECT_EQ(bins, want_bins) << to_string(k) << " n " << n << " rungs " << grid.rungs;
       }
       if (!ladder_words_fit(select_kernel_in_use(), n, grid)) continue;
-      // The words of the one-pass path, expanded from a rung: the candidates at or above it.
+      // The words of the one-pass path: each candidate's position and bin, and its sub-bin (the
+      // 8 bits of |x| below the bin, which take_cut_words cuts by).
       std::vector<std::uint32_t> words(n + 1, 0xdeadbeef);
+      std::vector<std::uint8_t> subs(n + 1, 0xa5);
       std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 5);
-      const auto got = collect_ladder_words(part, grid, words.data(), bins.data());
+      const auto got = collect_ladder_words(part, grid, words.data(), subs.data(), bins.data());
       ASSERT_EQ(got, want) << "words n " << n << " rungs " << grid.rungs;
       EXPECT_EQ(bins, want_bins) << "words n " << n << " rungs " << grid.rungs;
       EXPECT_EQ(words[n], 0xdeadbeefu) << "words: wrote past part.size()";
-      for (int rung : {0, 1, 40, 64, grid.rungs - 1}) {
-        if (rung >= grid.rungs) continue;  // the top bin holds every value above the ladder
-        const auto [want_i, want_a] = pairs_at_least(want_idx, want_abs, want, grid.value(rung));
-        auto w = words;
-        std::vector<float> a(n + 1, -1.0f);
-        const auto kept = expand_ladder_words(part, offset, rung, w.data(), a.data(), got);
-        ASSERT_EQ(kept, want_i.size()) << "words n " << n << " rung " << rung;
-        EXPECT_EQ(a[n], -1.0f) << "words: wrote past part.size()";
-        w.resize(kept);
-        a.resize(kept);
-        EXPECT_EQ(w, want_i) << "words n " << n << " rung " << rung;
-        EXPECT_EQ(a, want_a) << "words n " << n << " rung " << rung;
+      EXPECT_EQ(subs[n], 0xa5) << "sub-bins: wrote past part.size()";
+      const int shift = 23 - grid.mant_bits;
+      for (std::size_t i = 0; i < got; ++i) {
+        const auto bits = std::bit_cast<std::uint32_t>(want_abs[i]);
+        const auto bin = std::min<std::uint32_t>((bits >> shift) - grid.lo_key,
+                                                 static_cast<std::uint32_t>(grid.rungs - 1));
+        ASSERT_EQ(offset + (words[i] >> 8), want_idx[i]) << "words n " << n << " at " << i;
+        ASSERT_EQ(words[i] & 0xff, bin) << "words n " << n << " at " << i;
+        ASSERT_EQ(subs[i], (bits >> (shift - 8)) & 0xff) << "words n " << n << " at " << i;
       }
     }
   }
