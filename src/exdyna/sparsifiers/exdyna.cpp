@@ -157,7 +157,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     } else {
       grid = hist_->grid(threshold_);
     }
-    two_pass = exact && !cold && two_pass_next_;
+    // The cold ladder makes every non-zero value a candidate: count them, collect after the plan.
+    two_pass = exact && (cold || two_pass_next_);
     floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
   } else {
