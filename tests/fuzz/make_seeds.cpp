@@ -2,9 +2,11 @@
 // the tool produces: make_seeds OUT_DIR fills OUT_DIR/<target>/ (checked in as corpus/<target>/).
 // A few valid files per format plus edge cases (empty sections, extra keys, tiny sizes).
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -137,6 +139,29 @@ void sparsifier_seeds(const fs::path& out) {
   }
 }
 
+// ladder_cut_fuzz: 4 parameter bytes (mantissa bits, rungs - 2, the lowest rung's exponent and
+// the share to keep), then floats: a synthetic gradient on the default ladder (16 rungs per
+// octave) and on the cold one (one per octave), and the special values.
+void ladder_cut_seeds(const fs::path& out) {
+  sim::SyntheticOptions o;
+  o.n_g = 4096;
+  o.layers = 4;
+  sim::SyntheticSource src(o);
+  std::vector<float> g(4096);
+  src.fill(0, 0, g);
+  const auto seed = [&](const std::string& name, std::string params, const std::vector<float>& v) {
+    params.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    put(out / name, params);
+  };
+  seed("synthetic-m4", std::string{'\x04', '\x7f', '\x0b', '\x5b'}, g);
+  seed("synthetic-cold", std::string{'\x00', '\x7f', '\x0b', '\x0c'}, g);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special{std::numeric_limits<float>::quiet_NaN(),  inf,   -inf,    -0.0f, 0.0f,
+                             std::numeric_limits<float>::denorm_min(), 1e30f, -1e-30f, 3.0f};
+  for (int i = 0; i < 64; ++i) special.push_back(static_cast<float>(i % 7) * 0.125f);
+  seed("special", std::string{'\x07', '\x00', '\x14', '\xff'}, special);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,5 +176,6 @@ int main(int argc, char** argv) {
   trace_seeds(out / "trace");
   checkpoint_seeds(out / "checkpoint");
   sparsifier_seeds(out / "sparsifier_state");
+  ladder_cut_seeds(out / "ladder_cut");
   return 0;
 }

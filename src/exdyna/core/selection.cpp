@@ -62,6 +62,16 @@ struct Lut4 {
 };
 alignas(16) constexpr Lut4 kLut4;
 
+// The lanes of a[0..4) that are >= thr, or-ed (a lane-mask vector). Not one compare of the
+// lane-wise max: maxps returns its second operand when either is NaN, so in a max tree
+// max(hit, NaN) = NaN and then max(NaN, x) = x lost a hit behind a NaN in the same lane of a later
+// vector (the finding of tests/fuzz/ladder_cut_fuzz.cpp). Written out: as loops over arrays the
+// compiler kept them in memory (1.6-3.4x slower in cache).
+inline __m128 lanes_at_least(const __m128* a, __m128 thr) {
+  return _mm_or_ps(_mm_or_ps(_mm_cmpge_ps(a[0], thr), _mm_cmpge_ps(a[1], thr)),
+                   _mm_or_ps(_mm_cmpge_ps(a[2], thr), _mm_cmpge_ps(a[3], thr)));
+}
+
 // Baseline x86-64: 32 floats per iteration; one compare of the lane-wise max decides the skip.
 std::size_t select_sse2(const float* p, std::size_t n, float threshold, std::uint32_t offset,
                         std::uint32_t* out) {
@@ -71,11 +81,8 @@ std::size_t select_sse2(const float* p, std::size_t n, float threshold, std::uin
   for (; i + 32 <= n; i += 32) {
     __m128 a[8];
     for (int j = 0; j < 8; ++j) a[j] = _mm_and_ps(_mm_loadu_ps(p + i + 4 * j), abs_mask);
-    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_max_ps(a[0], a[1]), _mm_max_ps(a[2], a[3])),
-                                _mm_max_ps(_mm_max_ps(a[4], a[5]), _mm_max_ps(a[6], a[7])));
-    // "not less than" is also true for NaN: max(hit, NaN) may return NaN, so a NaN at the root
-    // sends the group to the lane-wise compare (which never selects NaN) instead of hiding a hit.
-    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, thr)) == 0) continue;
+    if (_mm_movemask_ps(_mm_or_ps(lanes_at_least(a, thr), lanes_at_least(a + 4, thr))) == 0)
+      continue;
     for (int j = 0; j < 8; ++j) {
       const unsigned mask = static_cast<unsigned>(_mm_movemask_ps(_mm_cmpge_ps(a[j], thr)));
       const __m128i base = _mm_set1_epi32(static_cast<int>(offset + i + 4 * j));
@@ -98,13 +105,14 @@ __attribute__((target("avx2"))) std::size_t select_avx2(const float* p, std::siz
   for (; i + 64 <= n; i += 64) {
     __m256 a[8];
     for (int j = 0; j < 8; ++j) a[j] = _mm256_and_ps(_mm256_loadu_ps(p + i + 8 * j), abs_mask);
-    const __m256 m =
-        _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3])),
-                      _mm256_max_ps(_mm256_max_ps(a[4], a[5]), _mm256_max_ps(a[6], a[7])));
-    if (_mm256_movemask_ps(_mm256_cmp_ps(m, thr, _CMP_NLT_UQ)) == 0) continue;  // as in SSE2
-    for (int j = 0; j < 8; ++j) {
-      const unsigned mask =
+    // The compares or-ed (a max tree lost a hit behind a NaN: lanes_at_least).
+    unsigned masks[8], any = 0;
+    for (int j = 0; j < 8; ++j)
+      any |= masks[j] =
           static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a[j], thr, _CMP_GE_OQ)));
+    if (any == 0) continue;
+    for (int j = 0; j < 8; ++j) {
+      const unsigned mask = masks[j];
       const __m256i base = _mm256_set1_epi32(static_cast<int>(offset + i + 8 * j));
       const __m256i lanes = _mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kLut8.lanes[mask])));
@@ -519,19 +527,23 @@ __attribute__((target("avx2"))) std::size_t collect_avx2(const float* p, std::si
   return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
 
-// Baseline x86-64: groups of 16 below rung 0 are skipped with one compare of their maximum
-// (NaN-safe as in select_sse2), the rest go through the branch-free scalar loop.
+// Whether any of p[0..16) has |x| >= lo (NaN never; lanes_at_least).
+inline bool any_at_least_16(const float* p, __m128 abs_mask, __m128 lo) {
+  const __m128 a[4] = {
+      _mm_and_ps(_mm_loadu_ps(p), abs_mask), _mm_and_ps(_mm_loadu_ps(p + 4), abs_mask),
+      _mm_and_ps(_mm_loadu_ps(p + 8), abs_mask), _mm_and_ps(_mm_loadu_ps(p + 12), abs_mask)};
+  return _mm_movemask_ps(lanes_at_least(a, lo)) != 0;
+}
+
+// Baseline x86-64: groups of 16 below rung 0 are skipped (any_at_least_16), the rest go through
+// the branch-free scalar loop.
 std::size_t collect_sse2(const float* p, std::size_t n, float lo_value, std::uint32_t offset,
                          std::uint32_t* idx_out, float* abs_out) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
   const __m128 lo = _mm_set1_ps(lo_value);
   std::size_t c = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask),
-                                           _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask)),
-                                _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask),
-                                           _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask)));
-    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;
+    if (!any_at_least_16(p + i, abs_mask, lo)) continue;
     c = collect_tail(p, i, i + 16, lo_value, offset, idx_out, abs_out, c);
   }
   return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
@@ -582,8 +594,8 @@ class PortableCounts {
 };
 
 #if defined(__SSE2__)
-// Baseline x86-64 (and AVX2): groups of 16 below lo are skipped with one compare of their maximum
-// (NaN-safe as in select_sse2), the rest are counted one at a time (PortableCounts).
+// Baseline x86-64 (and AVX2): groups of 16 below lo are skipped (any_at_least_16), the rest are
+// counted one at a time (PortableCounts).
 std::size_t count_sse2(const float* p, std::size_t n, float lo_value, const LadderGrid& grid,
                        std::int64_t* bins) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -591,11 +603,7 @@ std::size_t count_sse2(const float* p, std::size_t n, float lo_value, const Ladd
   PortableCounts counts(lo_value, grid);
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128 m = _mm_max_ps(_mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask),
-                                           _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask)),
-                                _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 8), abs_mask),
-                                           _mm_and_ps(_mm_loadu_ps(p + i + 12), abs_mask)));
-    if (_mm_movemask_ps(_mm_cmpnlt_ps(m, lo)) == 0) continue;
+    if (!any_at_least_16(p + i, abs_mask, lo)) continue;
     counts.add(p, i, i + 16);
   }
   counts.add(p, i, n);

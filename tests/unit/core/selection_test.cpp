@@ -134,6 +134,37 @@ TEST(Selection, NaNNeverPassesAndHidesNoHit) {
   }
 }
 
+// The fuzzer's finding (tests/fuzz/ladder_cut_fuzz.cpp): a group skip that compared the lane-wise
+// max of its vectors lost a hit when the same lane of a later vector held NaN (max(hit, NaN) is
+// NaN, and max(NaN, x) is x). Every kernel, the hit at every lane of a group, a NaN 4, 8, 16 or 32
+// values after it (the same lane of a later SSE2, AVX2 or AVX-512 vector).
+TEST(Selection, ANaNInTheSameLaneOfALaterVectorHidesNoHit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const LadderGrid grid{4, ladder_key(0.5f, 4), 65};
+  for (std::size_t pos = 0; pos < 64; ++pos)
+    for (std::size_t gap : {4u, 8u, 16u, 32u}) {
+      if (pos % 64 + gap >= 64) continue;  // the NaN in the hit's own group of 64
+      std::vector<float> v(256, 0.25f);
+      v[64 + pos] = 3.0f;
+      v[64 + pos + gap] = nan;
+      expect_same(v, 1.0f, 0);
+      for (auto k : {SelectKernel::kScalar, SelectKernel::kSse2, SelectKernel::kAvx2,
+                     SelectKernel::kAvx512}) {
+        if (!select_kernel_available(k)) continue;
+        std::vector<std::uint32_t> idx(v.size());
+        std::vector<float> abs(v.size());
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+        ASSERT_EQ(
+            collect_ladder_candidates_with(k, v, 0, grid, idx.data(), abs.data(), bins.data()), 1u)
+            << to_string(k) << " hit at " << pos << ", NaN " << gap << " after";
+        EXPECT_EQ(idx[0], 64 + pos);
+        std::vector<std::uint8_t> bytes(v.size());
+        EXPECT_EQ(count_ladder_candidates_with(k, v, grid, bins.data(), bytes.data()), 1u)
+            << to_string(k) << " hit at " << pos << ", NaN " << gap << " after";
+      }
+    }
+}
+
 TEST(Selection, KernelInUseIsAvailable) {
   EXPECT_TRUE(select_kernel_available(select_kernel_in_use()));
   EXPECT_TRUE(select_kernel_available(SelectKernel::kScalar));
