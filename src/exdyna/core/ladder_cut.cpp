@@ -357,6 +357,52 @@ std::size_t take_cut_scalar(std::uint32_t* idx, const float* abs, std::size_t co
 #if defined(__SSE2__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The AVX-512 cuts' (take_cut_avx512, cut_words_avx512) count of the cut bin's sub-bins:
+// compressed 16 at a time into a small buffer and counted from it; then the cut inside the bin,
+// as find_sub_cut gives it: keep the sub-bins above `last`, and of `last` the first `need` in
+// index order (last 0xff and need 0 where the quota takes none of the bin).
+class SubBinCount {
+ public:
+  __attribute__((target("avx512f"), always_inline)) void add(__mmask16 in, __m512i subs) {
+    _mm512_storeu_si512(buf_ + n_, _mm512_maskz_compress_epi32(in, subs));
+    n_ += static_cast<std::size_t>(__builtin_popcount(in));
+    if (n_ > kBuf - 16) flush();
+  }
+  void add(bool in, std::uint32_t sub) {  // one value (the loops' tails)
+    buf_[n_] = sub;
+    n_ += in;
+    if (n_ > kBuf - 16) flush();
+  }
+  std::pair<std::uint32_t, std::int64_t> cut(int rung, std::int64_t quota) {
+    flush();
+    const SubCut c = find_sub_cut(sub_, 0xff, in_bin_, rung, quota);
+    if (c.last > 0xff) return {0xff, 0};
+    return {c.last, c.last_need};
+  }
+
+ private:
+  void flush() {
+    for (std::size_t j = 0; j < n_; ++j) ++sub_[buf_[j]];
+    in_bin_ += static_cast<std::int64_t>(n_);
+    n_ = 0;
+  }
+  static constexpr std::size_t kBuf = 512;
+  std::array<std::uint32_t, 256> sub_{};
+  std::int64_t in_bin_ = 0;
+  alignas(64) std::uint32_t buf_[kBuf + 16];
+  std::size_t n_ = 0;
+};
+
+// Of the lanes `at` (the last sub-bin's, rare), those among the first `need` of it in index order.
+inline __mmask16 first_needed(__mmask16 at, std::int64_t& seen, std::int64_t need) {
+  __mmask16 keep = 0;
+  for (; at != 0; at = static_cast<__mmask16>(at & (at - 1))) {
+    if (seen < need) keep = static_cast<__mmask16>(keep | (at & -at));
+    ++seen;
+  }
+  return keep;
+}
+
 // The same 16 at a time (issue 12: take_cut's two scalar passes were about a third of the exact
 // controller's extra selection time). Below the top rung a value's key shifted by 8 bits less,
 // fine = bits >> (shift - 8), orders values by bin and then sub-bin, so "bin above r, or the
@@ -372,48 +418,28 @@ __attribute__((target("avx512f"))) std::size_t take_cut_avx512(std::uint32_t* id
   const __m128i sh = _mm_cvtsi32_si128(sub_shift);
   const __m512i bin_v = _mm512_set1_epi32(static_cast<int>(bin_key));
   const __m512i low8 = _mm512_set1_epi32(0xff);
-  // Pass 1: the sub-bins of the bin's values, compressed into a small buffer, then counted.
-  std::array<std::uint32_t, 256> sub{};
-  std::int64_t in_bin = 0;
-  constexpr std::size_t kBuf = 512;
-  alignas(64) std::uint32_t buf[kBuf + 16];
-  std::size_t nbuf = 0, i = 0;
-  const auto flush = [&] {
-    for (std::size_t j = 0; j < nbuf; ++j) ++sub[buf[j]];
-    in_bin += static_cast<std::int64_t>(nbuf);
-    nbuf = 0;
-  };
+  SubBinCount sub;  // pass 1: the sub-bins of the bin's values
+  std::size_t i = 0;
   for (; i + 16 <= count; i += 16) {
     const __m512i fine = _mm512_srl_epi32(_mm512_loadu_si512(abs + i), sh);
-    const __mmask16 in = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(fine, 8), bin_v);
-    _mm512_storeu_si512(buf + nbuf, _mm512_maskz_compress_epi32(in, _mm512_and_si512(fine, low8)));
-    nbuf += static_cast<std::size_t>(__builtin_popcount(in));
-    if (nbuf > kBuf - 16) flush();
+    sub.add(_mm512_cmpeq_epi32_mask(_mm512_srli_epi32(fine, 8), bin_v),
+            _mm512_and_si512(fine, low8));
   }
   for (; i < count; ++i) {
     const std::uint32_t fine = std::bit_cast<std::uint32_t>(abs[i]) >> sub_shift;
-    buf[nbuf] = fine & 0xff;
-    nbuf += (fine >> 8) == bin_key;
+    sub.add((fine >> 8) == bin_key, fine & 0xff);
   }
-  flush();
-  const auto [last, last_need] = find_sub_cut(sub, 0xff, in_bin, rung, quota);
-  // Pass 2: keep fine > cut, and of fine == cut the first last_need in index order.
-  const std::uint32_t cut = last > 0xff ? (bin_key << 8) | 0xff : (bin_key << 8) | last;
-  const std::int64_t need = last > 0xff ? 0 : last_need;
+  const auto [last, need] = sub.cut(rung, quota);
+  // Pass 2: keep fine > cut, and of fine == cut the first `need` in index order.
+  const std::uint32_t cut = bin_key << 8 | last;
   const __m512i cut_v = _mm512_set1_epi32(static_cast<int>(cut));
   std::size_t c = 0;
   std::int64_t seen = 0;
   for (i = 0; i + 16 <= count; i += 16) {
     const __m512i fine = _mm512_srl_epi32(_mm512_loadu_si512(abs + i), sh);
     const __m512i x = _mm512_loadu_si512(idx + i);
-    __mmask16 keep = _mm512_cmpgt_epu32_mask(fine, cut_v);
-    __mmask16 eq = _mm512_cmpeq_epi32_mask(fine, cut_v);
-    while (eq != 0) {  // rare: the last sub-bin's few values
-      const auto lane = static_cast<unsigned>(__builtin_ctz(eq));
-      if (seen < need) keep = static_cast<__mmask16>(keep | (1u << lane));
-      ++seen;
-      eq = static_cast<__mmask16>(eq & (eq - 1));
-    }
+    const __mmask16 keep = _mm512_cmpgt_epu32_mask(fine, cut_v) |
+                           first_needed(_mm512_cmpeq_epi32_mask(fine, cut_v), seen, need);
     _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(keep, x));  // c <= i: in place
     c += static_cast<std::size_t>(__builtin_popcount(keep));
   }
@@ -448,35 +474,18 @@ __attribute__((target("avx512f"))) std::size_t cut_words_avx512(std::uint32_t of
   const auto r = static_cast<std::uint32_t>(rung);
   const __m512i rung_v = _mm512_set1_epi32(static_cast<int>(r));
   const __m512i low8 = _mm512_set1_epi32(0xff);
-  // Pass 1: the sub-bins of bin `rung`, compressed into a small buffer, then counted.
-  std::array<std::uint32_t, 256> sub{};
-  std::int64_t in_bin = 0;
-  constexpr std::size_t kBuf = 512;
-  alignas(64) std::uint32_t buf[kBuf + 16];
-  std::size_t nbuf = 0, i = 0;
-  const auto flush = [&] {
-    for (std::size_t j = 0; j < nbuf; ++j) ++sub[buf[j]];
-    in_bin += static_cast<std::int64_t>(nbuf);
-    nbuf = 0;
-  };
+  SubBinCount sub;  // pass 1: the sub-bins of bin `rung`
+  std::size_t i = 0;
   for (; i + 16 <= count; i += 16) {
     const __mmask16 eq =
         _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(words + i), low8), rung_v);
-    if (eq == 0) continue;
-    _mm512_storeu_si512(buf + nbuf, _mm512_maskz_compress_epi32(eq, load_subs16(subs + i)));
-    nbuf += static_cast<std::size_t>(__builtin_popcount(eq));
-    if (nbuf > kBuf - 16) flush();
+    if (eq != 0) sub.add(eq, load_subs16(subs + i));
   }
-  for (; i < count; ++i) {
-    buf[nbuf] = subs[i];
-    nbuf += (words[i] & 0xff) == r;
-  }
-  flush();
-  auto [last, need] = find_sub_cut(sub, 0xff, in_bin, rung, quota);
+  for (; i < count; ++i) sub.add((words[i] & 0xff) == r, subs[i]);
+  const auto [last, need] = sub.cut(rung, quota);
   // Pass 2: keep, as indices, in place: bin and sub-bin as one key, (bin << 8 | sub) above
   // (rung << 8 | last), and of it equal the first `need` (last = 256: none of bin `rung`).
-  const std::uint32_t cut = r << 8 | std::min<std::uint32_t>(last, 0xff);
-  if (last > 0xff) need = 0;
+  const std::uint32_t cut = r << 8 | last;
   const __m512i cut_v = _mm512_set1_epi32(static_cast<int>(cut));
   const __m512i off = _mm512_set1_epi32(static_cast<int>(offset));
   std::size_t kept = 0;
@@ -485,12 +494,8 @@ __attribute__((target("avx512f"))) std::size_t cut_words_avx512(std::uint32_t of
     const __m512i w = _mm512_loadu_si512(words + i);
     const __m512i key =
         _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, low8), 8), load_subs16(subs + i));
-    __mmask16 keep = _mm512_cmpgt_epu32_mask(key, cut_v);
-    for (__mmask16 at = _mm512_cmpeq_epi32_mask(key, cut_v); at != 0;
-         at = static_cast<__mmask16>(at & (at - 1))) {  // rare: the last sub-bin's few values
-      if (seen < need) keep = static_cast<__mmask16>(keep | (at & -at));
-      ++seen;
-    }
+    const __mmask16 keep = _mm512_cmpgt_epu32_mask(key, cut_v) |
+                           first_needed(_mm512_cmpeq_epi32_mask(key, cut_v), seen, need);
     _mm512_storeu_si512(words + kept, _mm512_maskz_compress_epi32(
                                           keep, _mm512_add_epi32(_mm512_srli_epi32(w, 8), off)));
     kept += static_cast<std::size_t>(__builtin_popcount(keep));
