@@ -72,7 +72,7 @@ inline __m128 lanes_at_least(const __m128* a, __m128 thr) {
                    _mm_or_ps(_mm_cmpge_ps(a[2], thr), _mm_cmpge_ps(a[3], thr)));
 }
 
-// Baseline x86-64: 32 floats per iteration; one compare of the lane-wise max decides the skip.
+// Baseline x86-64: 32 floats per iteration; a group with no lane at or above thr is skipped.
 std::size_t select_sse2(const float* p, std::size_t n, float threshold, std::uint32_t offset,
                         std::uint32_t* out) {
   const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
