@@ -484,7 +484,7 @@ __attribute__((target("avx512f"))) std::size_t cut_words_avx512(std::uint32_t of
   for (; i < count; ++i) sub.add((words[i] & 0xff) == r, subs[i]);
   const auto [last, need] = sub.cut(rung, quota);
   // Pass 2: keep, as indices, in place: bin and sub-bin as one key, (bin << 8 | sub) above
-  // (rung << 8 | last), and of it equal the first `need` (last = 256: none of bin `rung`).
+  // (rung << 8 | last), and of it equal the first `need` (none of the bin: last 0xff, need 0).
   const std::uint32_t cut = r << 8 | last;
   const __m512i cut_v = _mm512_set1_epi32(static_cast<int>(cut));
   const __m512i off = _mm512_set1_epi32(static_cast<int>(offset));
