@@ -282,6 +282,13 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, Controller c, Balance
   return cfg;
 }
 
+// The exact controller under the automatic worker cap (the WorkerCap tests' sparsifier).
+SparsifierConfig capped_config(std::int64_t n_g, int n, int rank, Balance b) {
+  auto cfg = config(n_g, n, rank, Controller::kExact, b);
+  cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+  return cfg;
+}
+
 // Exponential magnitudes with alternating signs; the first fifth of the vector 4x larger (a hot
 // region that starts inside one partition).
 void fill_hot_fifth(std::vector<float>& acc, unsigned seed) {
@@ -462,8 +469,7 @@ TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
   const int n = 4;
   const std::int64_t n_g = 1 << 18;
   comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
-    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
     ExDyna a(cfg);
     const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
     ASSERT_LT(3 * cap, a.k());
@@ -490,8 +496,7 @@ TEST(WorkerCap, NoWorkerExceedsItAndTheTotalStaysK) {
   const int n = 4;
   const std::int64_t n_g = 200'003;
   comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
-    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
     ExDyna a(cfg);
     const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
@@ -524,8 +529,7 @@ TEST(WorkerCap, AWorkerLeftEmptyDoesNotHoldTheReachAtItsWidest) {
   const int n = 8;
   const std::int64_t n_g = 100'003;
   comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kPaper);
-    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
     ExDyna a(cfg);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     SparseResult out;
@@ -553,8 +557,7 @@ TEST(WorkerCap, CappedWorkersCollectFromTheirOwnFloor) {
   const int n = 8;
   const std::int64_t n_g = 400'003;
   comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kExact);
-    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kExact);
     ExDyna a(cfg);
     const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
@@ -592,8 +595,7 @@ TEST(WorkerCap, AVersion3StateLoadsAndABadPredictedCutIsRejected) {
   const int n = 4;
   const std::int64_t n_g = 200'003;
   comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = config(n_g, n, c.rank(), Controller::kExact, Balance::kExact);
-    cfg.exdyna.worker_cap = ExDynaOptions::kAutoCap;
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kExact);
     ExDyna a(cfg);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     SparseResult out;
