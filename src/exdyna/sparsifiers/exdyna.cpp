@@ -355,16 +355,8 @@ ExDyna::PredictedCut ExDyna::predicted_cut(const core::LadderGrid& grid, std::si
   PredictedCut p;
   p.cut = grid.value(*cut);
   // The highest rung at which prev's ladder holds kCoverFactor times its count (none: 0).
-  const auto* bins = gather_all_.data() + static_cast<std::size_t>(prev) * per_rank + 1;
-  const auto count = counts_[static_cast<std::size_t>(prev)];
-  std::int64_t above = 0;
-  for (int j = grid.rungs - 1; j >= 0; --j) {
-    above += bins[j];
-    if (above >= kCoverFactor * count) {
-      p.cover = grid.value(j);
-      break;
-    }
-  }
+  if (const auto cover = gathered_cut(prev, grid.rungs, per_rank, kCoverFactor))
+    p.cover = grid.value(*cover);
   return p;
 }
 
@@ -449,11 +441,12 @@ void ExDyna::cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank) 
   hist_->set_min_down(std::clamp(reach, hist_->steady_down(), hist_->wide_down()));
 }
 
-std::optional<int> ExDyna::gathered_cut(int w, int rungs, std::size_t per_rank) const {
+std::optional<int> ExDyna::gathered_cut(int w, int rungs, std::size_t per_rank,
+                                        std::int64_t times) const {
   const auto bins =
       std::span<const std::int64_t>(gather_all_)
           .subspan(static_cast<std::size_t>(w) * per_rank + 1, static_cast<std::size_t>(rungs));
-  const auto count = counts_[static_cast<std::size_t>(w)];
+  const auto count = times * counts_[static_cast<std::size_t>(w)];
   std::int64_t held = 0;
   for (const auto b : bins) held += b;
   if (held < count) return std::nullopt;  // it sent one index from an empty ladder

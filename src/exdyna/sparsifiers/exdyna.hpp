@@ -81,8 +81,10 @@ class ExDyna final : public Sparsifier {
   // ladder holds fewer than their count are skipped: they took everything).
   int deepest_cut_rung(int rungs, std::size_t per_rank) const;
   // Worker w's own cut rung in this step's gathered ladders (none where it holds less than its
-  // count: it sent one index from an empty ladder).
-  std::optional<int> gathered_cut(int w, int rungs, std::size_t per_rank) const;
+  // count: it sent one index from an empty ladder); with `times`, the rung at which its ladder
+  // holds times its count (predicted_cut's cover).
+  std::optional<int> gathered_cut(int w, int rungs, std::size_t per_rank,
+                                  std::int64_t times = 1) const;
   // Alg. 1 line 11: all-gathers this worker's count (and ladder) into gather_all_ (per rank: the
   // count, then the R bins) and sums the ladders into summed_bins_.
   void gather_counts(std::int64_t mine, comm::Communicator& comm);
