@@ -354,6 +354,17 @@ std::size_t take_cut_scalar(std::uint32_t* idx, const float* abs, std::size_t co
   return c;
 }
 
+// keep_words_from_bin from entry i on, one at a time and branch-free; kept: how many so far.
+std::size_t keep_words_tail(std::uint32_t* words, std::uint8_t* subs, std::size_t i,
+                            std::size_t count, int bin, std::size_t kept) {
+  for (; i < count; ++i) {
+    words[kept] = words[i];
+    subs[kept] = subs[i];
+    kept += static_cast<int>(words[i] & 0xff) >= bin;
+  }
+  return kept;
+}
+
 #if defined(__SSE2__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -510,6 +521,25 @@ __attribute__((target("avx512f"))) std::size_t cut_words_avx512(std::uint32_t of
   }
   return kept;
 }
+
+// keep_words_from_bin 16 words at a time (the sub-bins widened to lanes, compressed alike). In
+// place: the 16 stores at kept <= i never pass the 16 entries just loaded.
+__attribute__((target("avx512f"))) std::size_t keep_words_avx512(std::uint32_t* words,
+                                                                 std::uint8_t* subs,
+                                                                 std::size_t count, int bin) {
+  const __m512i bin_v = _mm512_set1_epi32(bin);
+  const __m512i low8 = _mm512_set1_epi32(0xff);
+  std::size_t kept = 0, i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m512i w = _mm512_loadu_si512(words + i);
+    const __mmask16 keep = _mm512_cmpge_epu32_mask(_mm512_and_si512(w, low8), bin_v);
+    const __m512i s = _mm512_maskz_compress_epi32(keep, load_subs16(subs + i));
+    _mm512_storeu_si512(words + kept, _mm512_maskz_compress_epi32(keep, w));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(subs + kept), _mm512_cvtepi32_epi8(s));
+    kept += static_cast<std::size_t>(__builtin_popcount(keep));
+  }
+  return keep_words_tail(words, subs, i, count, bin, kept);
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -558,6 +588,16 @@ std::size_t take_cut_words(std::uint32_t offset, std::uint32_t* words, const std
   (void)subs;
   return count;
 #endif
+}
+
+std::size_t keep_words_from_bin(std::uint32_t* words, std::uint8_t* subs, std::size_t count,
+                                int bin) {
+  EXDYNA_CHECK_ARG(bin >= 0 && bin < 256, "ladder words from bin ", bin, "; expected 0..255");
+#if defined(__SSE2__)
+  if (select_kernel_available(SelectKernel::kAvx512))
+    return keep_words_avx512(words, subs, count, bin);
+#endif
+  return keep_words_tail(words, subs, 0, count, bin, 0);
 }
 
 std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const LadderGrid& grid,

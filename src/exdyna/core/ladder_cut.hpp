@@ -92,6 +92,14 @@ std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::s
 std::size_t take_cut_words(std::uint32_t offset, std::uint32_t* words, const std::uint8_t* subs,
                            std::size_t count, const LadderGrid& grid, int rung, std::int64_t quota);
 
+// Drops, in place and in order, the words of collect_ladder_words (and their sub-bins) whose bin
+// lies below `bin`; returns how many are left. take_cut_words at any rung >= bin then gives the
+// same indices as on all the words: a worker under a cap compacts its words to the bin of its
+// cap-th largest value before the counts all-gather, while they are in cache, since it never
+// sends more than the cap unless the cap yields (issue 12, seventh round).
+std::size_t keep_words_from_bin(std::uint32_t* words, std::uint8_t* subs, std::size_t count,
+                                int bin);
+
 // Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),
 // and a ladder placed around it holds k only after a few iterations. The first iteration's ladder

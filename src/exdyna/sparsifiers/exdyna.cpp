@@ -161,6 +161,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass = exact && (cold || two_pass_next_);
     floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
+    stored_ = exact ? keep_capped_words(mine) : mine;
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
@@ -179,7 +180,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_, counts_,
                              plan_scratch_, summed_bins_);
     two_pass_next_ = next_two_pass(t, per_rank);
-    mine = own_cut(part, offset, grid, two_pass, mine);
+    mine = own_cut(part, offset, grid, two_pass);
   } else {
     for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
   }
@@ -289,17 +290,35 @@ std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offse
                                        abs_.data());
 }
 
+std::size_t ExDyna::keep_capped_words(std::size_t candidates) {
+  stored_from_ = 0;
+  if (!words_ || worker_cap_ <= 0) return candidates;
+  std::int64_t held = 0;
+  for (const auto b : bins_) held += b;
+  if (held <= worker_cap_) return candidates;
+  // Its cap-th largest value's bin, in the grid from its floor (the bins below it are empty).
+  stored_from_ = core::own_cut(bins_, worker_cap_).first;
+  return core::keep_words_from_bin(idx_.data(), word_subs(), candidates, stored_from_ - floor_);
+}
+
 std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
-                            const core::LadderGrid& grid, bool two_pass, std::size_t candidates) {
+                            const core::LadderGrid& grid, bool two_pass) {
   const auto [cut, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
   // In the grid from this worker's floor up (its bins below the floor are empty, so the cut is
   // at or above it).
   const core::LadderGrid sub = from_floor(grid);
   const int rung = std::max(cut - floor_, 0);
+  std::size_t candidates = stored_;
   // Two passes: the candidates at or above this worker's own cut, the only ones take_cut keeps.
   if (two_pass)
     candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
                                          abs_.data());
+  if (words_ && cut < stored_from_) {
+    // The cap yielded (plan_worker_counts) and this worker sends more than the words it kept
+    // (keep_capped_words): all of them again, their bins counted into scratch.
+    std::vector<std::int64_t> scratch(static_cast<std::size_t>(sub.rungs));
+    candidates = core::collect_ladder_words(part, sub, idx_.data(), word_subs(), scratch.data());
+  }
   const std::size_t mine =
       words_ ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)
              : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);

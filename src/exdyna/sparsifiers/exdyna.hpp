@@ -96,10 +96,15 @@ class ExDyna final : public Sparsifier {
   // only their count and bins (and group_max_). Returns the count of selected or candidates.
   std::size_t ladder_pass(std::span<const float> part, std::uint32_t offset,
                           const core::LadderGrid& grid, float thr, bool two_pass);
-  // The exact controller, after the plan (counts_): this worker's own cut of its candidates (with
-  // two_pass, collected first from its cut rung); returns the values kept, counts_[rank].
+  // The exact controller, before the counts all-gather: under a cap, this worker's words (one
+  // pass) reduced to the bin of its cap-th largest value and up (stored_from_), the most it sends
+  // unless the cap yields; returns how many are stored.
+  std::size_t keep_capped_words(std::size_t candidates);
+  // The exact controller, after the plan (counts_): this worker's own cut of its stored_
+  // candidates (with two_pass, collected first from its cut rung); returns the values kept,
+  // counts_[rank].
   std::size_t own_cut(std::span<const float> part, std::uint32_t offset,
-                      const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
+                      const core::LadderGrid& grid, bool two_pass);
   // The sub-bins of collect_ladder_words' candidates (abs_'s bytes: the words path stores no |x|).
   std::uint8_t* word_subs() { return reinterpret_cast<std::uint8_t*>(abs_.data()); }
   // The exact controller: whether the next step counts its candidates first and collects only
@@ -157,9 +162,11 @@ class ExDyna final : public Sparsifier {
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
   std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
-  bool words_ = false;     // exact controller: this step's candidates are collect_ladder_words'
-  int floor_ = 0;          // exact controller: this step's floor_rung
-  PredictedCut next_cut_;  // exact controller: predicted_cut of the last step (state)
+  std::size_t stored_ = 0;  // ladder controllers: the candidates stored (keep_capped_words)
+  int stored_from_ = 0;     // exact controller: the lowest rung whose words are all stored
+  bool words_ = false;      // exact controller: this step's candidates are collect_ladder_words'
+  int floor_ = 0;           // exact controller: this step's floor_rung
+  PredictedCut next_cut_;   // exact controller: predicted_cut of the last step (state)
 };
 
 }  // namespace exdyna::sparsifiers

@@ -307,6 +307,50 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
   }
 }
 
+// Issue 12, seventh round: a capped worker keeps only the words from the bin of its cap-th largest
+// value (keep_words_from_bin, before the counts all-gather); every cut of at most the cap then
+// keeps the same indices as on all the words, and the words kept are exactly those of bin >= it,
+// in order, with their sub-bins.
+TEST(LadderCut, KeepingTheWordsFromTheCapsBinChangesNoCutUpToTheCap) {
+  if (!ladder_words_fit(select_kernel_in_use(), 1, LadderGrid{4, ladder_key(1e-5f, 4), 129}))
+    GTEST_SKIP() << "ladder words need the avx512 kernel";
+  std::mt19937 rng(41);
+  std::lognormal_distribution<float> g(-6.0f, 2.0f);
+  std::vector<float> part(20011);
+  for (auto& x : part) x = (rng() & 1 ? 1.0f : -1.0f) * g(rng);
+  const LadderGrid grid{4, ladder_key(1e-5f, 4), 129};
+  const std::size_t n = part.size();
+  std::vector<std::uint32_t> all(n);
+  std::vector<std::uint8_t> all_subs(n);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+  const auto total = collect_ladder_words(part, grid, all.data(), all_subs.data(), bins.data());
+  const auto held = static_cast<std::int64_t>(total);
+  for (const std::int64_t cap : {std::int64_t{1}, std::int64_t{17}, held / 5, held - 1, held}) {
+    const int bin = own_cut(bins, cap).first;
+    auto words = all;
+    auto subs = all_subs;
+    const auto kept = keep_words_from_bin(words.data(), subs.data(), total, bin);
+    std::vector<std::uint32_t> expect_words;
+    std::vector<std::uint8_t> expect_subs;
+    for (std::size_t i = 0; i < total; ++i)
+      if (static_cast<int>(all[i] & 0xff) >= bin) {
+        expect_words.push_back(all[i]);
+        expect_subs.push_back(all_subs[i]);
+      }
+    ASSERT_EQ(std::vector<std::uint32_t>(words.begin(), words.begin() + kept), expect_words);
+    ASSERT_EQ(std::vector<std::uint8_t>(subs.begin(), subs.begin() + kept), expect_subs);
+    for (const std::int64_t count : {std::int64_t{0}, std::int64_t{1}, cap / 2, cap}) {
+      const auto [rung, quota] = own_cut(bins, count);
+      auto from_all = all;
+      from_all.resize(
+          take_cut_words(9, from_all.data(), all_subs.data(), total, grid, rung, quota));
+      auto from_kept = words;
+      from_kept.resize(take_cut_words(9, from_kept.data(), subs.data(), kept, grid, rung, quota));
+      EXPECT_EQ(from_kept, from_all) << "cap " << cap << " count " << count;
+    }
+  }
+}
+
 namespace {
 
 // Gathered layout as the sparsifier sends it: [count, bins...] per worker.

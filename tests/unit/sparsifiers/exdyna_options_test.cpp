@@ -464,7 +464,9 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
 // gave one worker a partition of absent words' exact zeros, the other 7 stopped at the cap, 0.951 d
 // was sent): the last quarter of the vector is zero, so under the auto cap (~1.07 k/n) the three
 // other workers could give ~0.8 k. The plan lifts the cap just enough: k from iteration 0, and no
-// worker above what k needs from three workers.
+// worker above what k needs from three workers. (On AVX-512, iteration 2 is a one-pass step in
+// which the lifted cap asks a worker for more than the words it kept under the cap:
+// ExDyna::keep_capped_words' fallback.)
 TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
   const int n = 4;
   const std::int64_t n_g = 1 << 18;
