@@ -161,7 +161,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass = exact && (cold || two_pass_next_);
     floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
-    stored_ = exact ? keep_capped_words(mine) : mine;
+    stored_ = exact ? store_capped(part, offset, grid, two_pass, mine) : mine;
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
@@ -290,15 +290,25 @@ std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offse
                                        abs_.data());
 }
 
-std::size_t ExDyna::keep_capped_words(std::size_t candidates) {
-  stored_from_ = 0;
-  if (!words_ || worker_cap_ <= 0) return candidates;
+std::size_t ExDyna::store_capped(std::span<const float> part, std::uint32_t offset,
+                                 const core::LadderGrid& grid, bool two_pass,
+                                 std::size_t candidates) {
+  // One pass stored every candidate from the floor; two passes none yet.
+  stored_from_ = two_pass ? kNoneStored : floor_;
+  const std::size_t stored = two_pass ? 0 : candidates;
+  if (worker_cap_ <= 0 || !(two_pass || words_)) return stored;
   std::int64_t held = 0;
   for (const auto b : bins_) held += b;
-  if (held <= worker_cap_) return candidates;
-  // Its cap-th largest value's bin, in the grid from its floor (the bins below it are empty).
-  stored_from_ = core::own_cut(bins_, worker_cap_).first;
-  return core::keep_words_from_bin(idx_.data(), word_subs(), candidates, stored_from_ - floor_);
+  if (held <= worker_cap_) return stored;
+  // The bin of its cap-th largest value (bins_ are empty below the floor, so it is at or above
+  // it): the most it sends unless the cap yields.
+  const int from = core::own_cut(bins_, worker_cap_).first;
+  stored_from_ = from;
+  const int in_sub = from - floor_;  // the same rung in the grid from the floor
+  if (two_pass)
+    return core::collect_from_rung(part, offset, from_floor(grid), in_sub, group_max_.data(),
+                                   idx_.data(), abs_.data());
+  return core::keep_words_from_bin(idx_.data(), word_subs(), candidates, in_sub);
 }
 
 std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
@@ -309,15 +319,18 @@ std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
   const core::LadderGrid sub = from_floor(grid);
   const int rung = std::max(cut - floor_, 0);
   std::size_t candidates = stored_;
-  // Two passes: the candidates at or above this worker's own cut, the only ones take_cut keeps.
-  if (two_pass)
-    candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
-                                         abs_.data());
-  if (words_ && cut < stored_from_) {
-    // The cap yielded (plan_worker_counts) and this worker sends more than the words it kept
-    // (keep_capped_words): all of them again, their bins counted into scratch.
-    std::vector<std::int64_t> scratch(static_cast<std::size_t>(sub.rungs));
-    candidates = core::collect_ladder_words(part, sub, idx_.data(), word_subs(), scratch.data());
+  if (cut < stored_from_) {
+    // Not all the candidates the cut keeps were stored (store_capped): two passes without a
+    // binding cap, or a cap that yielded (plan_worker_counts) and asks for more. Two passes
+    // collect from this worker's own cut, the only ones take_cut keeps; words all of them again,
+    // their bins counted into scratch.
+    if (two_pass) {
+      candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
+                                           abs_.data());
+    } else {
+      std::vector<std::int64_t> scratch(static_cast<std::size_t>(sub.rungs));
+      candidates = core::collect_ladder_words(part, sub, idx_.data(), word_subs(), scratch.data());
+    }
   }
   const std::size_t mine =
       words_ ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)

@@ -96,10 +96,14 @@ class ExDyna final : public Sparsifier {
   // only their count and bins (and group_max_). Returns the count of selected or candidates.
   std::size_t ladder_pass(std::span<const float> part, std::uint32_t offset,
                           const core::LadderGrid& grid, float thr, bool two_pass);
-  // The exact controller, before the counts all-gather: under a cap, this worker's words (one
-  // pass) reduced to the bin of its cap-th largest value and up (stored_from_), the most it sends
-  // unless the cap yields; returns how many are stored.
-  std::size_t keep_capped_words(std::size_t candidates);
+  // The exact controller, before the counts all-gather, while the partition and the candidates
+  // are in cache: under a binding cap a worker sends at most the cap unless the cap yields, so it
+  // stores only the candidates from the bin of its cap-th largest value up (stored_from_): one
+  // pass reduces its words to them, two passes collect them now instead of after the plan.
+  // Returns how many are stored (two passes without a binding cap: none, kNoneStored).
+  std::size_t store_capped(std::span<const float> part, std::uint32_t offset,
+                           const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
+  static constexpr int kNoneStored = 1 << 30;
   // The exact controller, after the plan (counts_): this worker's own cut of its stored_
   // candidates (with two_pass, collected first from its cut rung); returns the values kept,
   // counts_[rank].
@@ -162,8 +166,8 @@ class ExDyna final : public Sparsifier {
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
   std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
-  std::size_t stored_ = 0;  // ladder controllers: the candidates stored (keep_capped_words)
-  int stored_from_ = 0;     // exact controller: the lowest rung whose words are all stored
+  std::size_t stored_ = 0;  // ladder controllers: the candidates stored (store_capped)
+  int stored_from_ = 0;     // exact controller: the lowest rung whose candidates are all stored
   bool words_ = false;      // exact controller: this step's candidates are collect_ladder_words'
   int floor_ = 0;           // exact controller: this step's floor_rung
   PredictedCut next_cut_;   // exact controller: predicted_cut of the last step (state)

@@ -466,7 +466,7 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
 // other workers could give ~0.8 k. The plan lifts the cap just enough: k from iteration 0, and no
 // worker above what k needs from three workers. (On AVX-512, iteration 2 is a one-pass step in
 // which the lifted cap asks a worker for more than the words it kept under the cap:
-// ExDyna::keep_capped_words' fallback.)
+// the fallback in ExDyna::own_cut after store_capped.)
 TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
   const int n = 4;
   const std::int64_t n_g = 1 << 18;
@@ -488,6 +488,50 @@ TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
       const auto most = *std::max_element(s.k_per_worker.begin(), s.k_per_worker.end());
       EXPECT_GT(most, cap) << "step " << t;
       EXPECT_LE(most, (a.k() + 2) / 3 + 1) << "step " << t;  // the smallest cap that gives k
+    }
+  });
+}
+
+// Under a binding cap a worker stores only its candidates from the bin of its cap-th largest
+// value before the counts all-gather (ExDyna::store_capped: two passes collect them then). Where
+// the cap yields and asks for values of a lower bin, they are collected again after the plan:
+// the partitions of three workers each hold `cap` values of 2 and the rest near 0.01, octaves
+// below, and the fourth worker's partition is zero, so the lifted cap reaches into the 0.01 bin
+// (iteration 1: two passes, the candidates being most of each partition; the cold iteration's
+// ladder reaches down to 0, so there the plan takes zeros instead of lifting the cap). Every
+// value of 2 is sent, and k.
+TEST(WorkerCap, AYieldingCapReachesBelowTheCandidatesStoredUnderIt) {
+  const int n = 4;
+  const std::int64_t n_g = 1 << 16;
+  comm::run_local(n, [&](comm::Communicator& c) {
+    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
+    ExDyna a(cfg);
+    const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
+    ASSERT_LT(3 * cap, a.k());
+    std::vector<float> acc(static_cast<std::size_t>(n_g));
+    SparseResult out;
+    StepStats s;
+    for (std::int64_t t = 0; t < 2; ++t) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::mt19937 rng(static_cast<unsigned>(17 + t));
+      std::uniform_real_distribution<float> u(1.0f, 1.5f);
+      std::vector<Index> large;
+      for (int w = 0; w + 1 < n; ++w) {
+        const auto r = a.partitions().range(Partitions::allocation(t, w, n));
+        for (std::int64_t i = r.begin; i < r.end; ++i) {
+          const bool big = i - r.begin < cap;
+          acc[static_cast<std::size_t>(i)] = big ? 2.0f : 0.01f * u(rng);
+          if (big) large.push_back(static_cast<Index>(i));
+        }
+      }
+      std::sort(large.begin(), large.end());
+      a.step(acc, c, out, s);
+      EXPECT_EQ(s.k_total, a.k()) << "step " << t;
+      if (t == 0) continue;
+      EXPECT_GT(*std::max_element(s.k_per_worker.begin(), s.k_per_worker.end()), cap);
+      std::vector<Index> sent(out.indices.begin(), out.indices.end());
+      std::sort(sent.begin(), sent.end());
+      EXPECT_TRUE(std::includes(sent.begin(), sent.end(), large.begin(), large.end()));
     }
   });
 }
