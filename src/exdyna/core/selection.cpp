@@ -392,47 +392,45 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
 constexpr std::size_t kMaxWordPart = std::size_t{1} << 24;
 
 // Issue 12, fifth round: the pass itself does no bin arithmetic. Each candidate is first stored as
-// the bits of |x| with the low 16 bits replaced by its position in its block (one ternary-logic
-// op per vector, against a shift, a subtract, a clamp and an or): the bin needs only the bits
-// above 23 - m >= 16, which the word keeps. The compacted words (a few % of the values) are then
-// turned into the words above, position << 8 | bin, in a tight loop per block. Blocks of 4,096
-// values (sixth round; 2^16 before, the most 16 bits hold): the block is still in the L1 cache
-// when its sub-bins are gathered (exdyna_exact_select_8w at 25M: 9 % faster than blocks of 2^16
-// without the sub-bins).
-constexpr std::size_t kWordBlock = std::size_t{1} << 12;
+// the bits of |x| with the low bits replaced by its position in its block (one ternary-logic op
+// per vector, against a shift, a subtract, a clamp and an or). The compacted words (a few % of the
+// values) are then turned into the words above, position << 8 | bin, in a tight loop per block,
+// and each one's sub-bin (the 8 bits of |x| below its bin, take_cut's sub-bins) written beside
+// it. Seventh round: blocks of 2^b values with b = min(12, 15 - m), so the word keeps every bit
+// from the sub-bin's lowest (bit 15 - m) up and the sub-bin comes from the word itself; the sixth
+// round's blocks of 4,096 kept bits 12 and up and gathered each sub-bin from the partition.
+inline int word_position_bits(const LadderGrid& grid) {
+  return std::min(12, 15 - grid.mant_bits);
+}
 
-// subs (optional): each word's sub-bin, the 8 bits of |x| below its bin (take_cut's sub-bins),
-// gathered from p while the block is still in cache, so the cut after the counts all-gather need
-// not read the partition again (issue 12, sixth round).
+// The words of one block (its first value at `base`) as position << 8 | bin, and (subs, optional)
+// each one's sub-bin, from the words' own bits.
 __attribute__((target("avx512f"))) void words_from_high_bits(std::uint32_t* w, std::size_t count,
                                                              std::uint32_t base,
-                                                             const LadderGrid& grid, const float* p,
+                                                             const LadderGrid& grid,
                                                              std::uint8_t* subs) {
   const __m128i sh = _mm_cvtsi32_si128(23 - grid.mant_bits);
   const __m128i sub_sh = _mm_cvtsi32_si128(15 - grid.mant_bits);
   const __m512i lo_key = _mm512_set1_epi32(static_cast<int>(grid.lo_key));
   const auto top = static_cast<std::uint32_t>(grid.rungs - 1);
   const __m512i top_v = _mm512_set1_epi32(static_cast<int>(top));
-  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  const std::uint32_t low = (1u << word_position_bits(grid)) - 1;
+  const __m512i low_v = _mm512_set1_epi32(static_cast<int>(low));
   const __m512i base_v = _mm512_set1_epi32(static_cast<int>(base));
   std::size_t i = 0;
   for (; i + 16 <= count; i += 16) {
     const __m512i x = _mm512_loadu_si512(w + i);
     const __m512i bin = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srl_epi32(x, sh), lo_key), top_v);
-    const __m512i pos = _mm512_add_epi32(_mm512_and_si512(x, low16), base_v);
+    const __m512i pos = _mm512_add_epi32(_mm512_and_si512(x, low_v), base_v);
     _mm512_storeu_si512(w + i, _mm512_or_si512(_mm512_slli_epi32(pos, 8), bin));
-    if (subs != nullptr)  // (the sign bit lies above the 8 bits taken)
-      _mm_storeu_si128(
-          reinterpret_cast<__m128i*>(subs + i),
-          _mm512_cvtepi32_epi8(_mm512_srl_epi32(_mm512_i32gather_epi32(pos, p, 4), sub_sh)));
+    if (subs != nullptr)  // (vpmovdb keeps the low 8 bits: the sub-bin)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(subs + i),
+                       _mm512_cvtepi32_epi8(_mm512_srl_epi32(x, sub_sh)));
   }
   for (; i < count; ++i) {
     const std::uint32_t b = (w[i] >> (23 - grid.mant_bits)) - grid.lo_key;
-    const std::uint32_t pos = (w[i] & 0xffff) + base;
-    if (subs != nullptr)
-      subs[i] =
-          static_cast<std::uint8_t>(std::bit_cast<std::uint32_t>(p[pos]) >> (15 - grid.mant_bits));
-    w[i] = pos << 8 | (b < top ? b : top);
+    if (subs != nullptr) subs[i] = static_cast<std::uint8_t>(w[i] >> (15 - grid.mant_bits));
+    w[i] = ((w[i] & low) + base) << 8 | (b < top ? b : top);
   }
 }
 
@@ -442,13 +440,15 @@ __attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float*
                                                                     std::uint8_t* subs = nullptr) {
   const float lo_value = grid.value(0);
   const __m512 lo = _mm512_set1_ps(lo_value);
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const std::size_t block = std::size_t{1} << word_position_bits(grid);
+  const auto high_bits = ~static_cast<std::uint32_t>(block - 1);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(high_bits));
   const __m512i step = _mm512_set1_epi32(16);
   const __m512i group_step = _mm512_set1_epi32(64);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   std::size_t c = 0;
-  for (std::size_t b0 = 0; b0 < n; b0 += kWordBlock) {
-    const std::size_t first = c, end = std::min(n, b0 + kWordBlock);
+  for (std::size_t b0 = 0; b0 < n; b0 += block) {
+    const std::size_t first = c, end = std::min(n, b0 + block);
     __m512i pos = lanes;  // in the block
     std::size_t i = b0;
     for (; i + 64 <= end; i += 64) {
@@ -459,7 +459,7 @@ __attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float*
         continue;
       }
       for (int j = 0; j < 4; ++j) {
-        // (bits & 0xffff0000) | pos; c <= i + 16 j: the 16 words stay inside the n of words.
+        // (bits & high) | pos; c <= i + 16 j: the 16 words stay inside the n of words.
         const __m512i word = _mm512_ternarylogic_epi32(_mm512_castps_si512(a[j]), high, pos, 0xEA);
         _mm512_storeu_si512(words + c, _mm512_maskz_compress_epi32(k[j], word));
         c += static_cast<std::size_t>(__builtin_popcount(k[j]));
@@ -468,11 +468,10 @@ __attribute__((target("avx512f"))) std::size_t collect_words_avx512(const float*
     }
     for (; i < end; ++i) {  // the partition's last values (a block is a whole number of groups)
       const float a = std::fabs(p[i]);
-      words[c] =
-          (std::bit_cast<std::uint32_t>(a) & 0xffff0000u) | static_cast<std::uint32_t>(i - b0);
+      words[c] = (std::bit_cast<std::uint32_t>(a) & high_bits) | static_cast<std::uint32_t>(i - b0);
       c += a >= lo_value;  // branch-free: the word is scratch when it does not count
     }
-    words_from_high_bits(words + first, c - first, static_cast<std::uint32_t>(b0), grid, p,
+    words_from_high_bits(words + first, c - first, static_cast<std::uint32_t>(b0), grid,
                          subs == nullptr ? nullptr : subs + first);
   }
   return c;
