@@ -769,7 +769,8 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
 
 bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& grid) {
 #if defined(__SSE2__)
-  // (mant_bits <= 7: the bin lies in the bits above the 16 of collect_words_avx512's position.)
+  // (mant_bits <= 7: collect_words_avx512's blocks of 2^min(12, 15 - m) >= 256 values hold whole
+  // groups of 64, and the words keep the bin's and the sub-bin's bits.)
   return k == SelectKernel::kAvx512 && cpu_has(k) && grid.rungs <= 256 && grid.mant_bits <= 7 &&
          part_size <= kMaxWordPart;
 #else
