@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -289,6 +290,19 @@ SparsifierConfig capped_config(std::int64_t n_g, int n, int rank, Balance b) {
   return cfg;
 }
 
+// The yield tests' run: 4 workers under the automatic cap (paper balance), where three workers at
+// the cap cannot give k; body(c, sparsifier, cap) runs on every rank.
+void on_four_capped_workers(
+    std::int64_t n_g, const std::function<void(comm::Communicator&, ExDyna&, std::int64_t)>& body) {
+  comm::run_local(4, [&](comm::Communicator& c) {
+    const auto cfg = capped_config(n_g, 4, c.rank(), Balance::kPaper);
+    ExDyna a(cfg);
+    const auto cap = cfg.exdyna.max_per_worker(a.k(), 4);
+    ASSERT_LT(3 * cap, a.k());
+    body(c, a, cap);
+  });
+}
+
 // Exponential magnitudes with alternating signs; the first fifth of the vector 4x larger (a hot
 // region that starts inside one partition).
 void fill_hot_fifth(std::vector<float>& acc, unsigned seed) {
@@ -468,13 +482,8 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
 // which the lifted cap asks a worker for more than the words it kept under the cap:
 // the fallback in ExDyna::own_cut after store_capped.)
 TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
-  const int n = 4;
   const std::int64_t n_g = 1 << 18;
-  comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
-    ExDyna a(cfg);
-    const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
-    ASSERT_LT(3 * cap, a.k());
+  on_four_capped_workers(n_g, [&](comm::Communicator& c, ExDyna& a, std::int64_t cap) {
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     SparseResult out;
     StepStats s;
@@ -501,13 +510,9 @@ TEST(WorkerCap, YieldsWhereItWouldLeaveKOutOfReach) {
 // ladder reaches down to 0, so there the plan takes zeros instead of lifting the cap). Every
 // value of 2 is sent, and k.
 TEST(WorkerCap, AYieldingCapReachesBelowTheCandidatesStoredUnderIt) {
-  const int n = 4;
   const std::int64_t n_g = 1 << 16;
-  comm::run_local(n, [&](comm::Communicator& c) {
-    auto cfg = capped_config(n_g, n, c.rank(), Balance::kPaper);
-    ExDyna a(cfg);
-    const auto cap = cfg.exdyna.max_per_worker(a.k(), n);
-    ASSERT_LT(3 * cap, a.k());
+  on_four_capped_workers(n_g, [&](comm::Communicator& c, ExDyna& a, std::int64_t cap) {
+    const int n = 4;
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     SparseResult out;
     StepStats s;
