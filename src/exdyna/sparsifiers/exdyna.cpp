@@ -161,7 +161,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass = exact && (cold || two_pass_next_);
     floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
-    stored_ = exact ? store_capped(part, offset, grid, two_pass, mine) : mine;
+    if (exact) stored_ = store_capped(part, offset, grid, two_pass, mine);
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());
   }
@@ -296,10 +296,10 @@ std::size_t ExDyna::store_capped(std::span<const float> part, std::uint32_t offs
   // One pass stored every candidate from the floor; two passes none yet.
   stored_from_ = two_pass ? kNoneStored : floor_;
   const std::size_t stored = two_pass ? 0 : candidates;
-  if (worker_cap_ <= 0 || !(two_pass || words_)) return stored;
-  std::int64_t held = 0;
-  for (const auto b : bins_) held += b;
-  if (held <= worker_cap_) return stored;
+  // (The candidates are the values its bins hold.)
+  if (worker_cap_ <= 0 || !(two_pass || words_) ||
+      static_cast<std::int64_t>(candidates) <= worker_cap_)
+    return stored;
   // The bin of its cap-th largest value (bins_ are empty below the floor, so it is at or above
   // it): the most it sends unless the cap yields.
   const int from = core::own_cut(bins_, worker_cap_).first;
@@ -319,22 +319,21 @@ std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
   const core::LadderGrid sub = from_floor(grid);
   const int rung = std::max(cut - floor_, 0);
   std::size_t candidates = stored_;
+  bool words = words_;
   if (cut < stored_from_) {
     // Not all the candidates the cut keeps were stored (store_capped): two passes without a
-    // binding cap, or a cap that yielded (plan_worker_counts) and asks for more. Two passes
-    // collect from this worker's own cut, the only ones take_cut keeps; words all of them again,
-    // their bins counted into scratch.
-    if (two_pass) {
-      candidates = core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
-                                           abs_.data());
-    } else {
-      std::vector<std::int64_t> scratch(static_cast<std::size_t>(sub.rungs));
-      candidates = core::collect_ladder_words(part, sub, idx_.data(), word_subs(), scratch.data());
-    }
+    // binding cap, or a cap that yielded (plan_worker_counts) and asks for more. Collected now
+    // from this worker's own cut, the only ones take_cut keeps, as indices and values (two passes
+    // skip the groups their count found below it).
+    candidates =
+        two_pass ? core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
+                                           abs_.data())
+                 : core::collect_at_least(part, offset, sub.value(rung), idx_.data(), abs_.data());
+    words = false;
   }
   const std::size_t mine =
-      words_ ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)
-             : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
+      words ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)
+            : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
   EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   return mine;

@@ -166,7 +166,7 @@ class ExDyna final : public Sparsifier {
   std::int64_t worker_cap_ = 0;             // exact controller: most values per worker, 0: none
   std::vector<std::uint8_t> group_max_;     // exact controller, two passes: per group of 64 values
   bool two_pass_next_ = false;              // exact controller: next_two_pass for the next step
-  std::size_t stored_ = 0;  // ladder controllers: the candidates stored (store_capped)
+  std::size_t stored_ = 0;  // exact controller: the candidates stored (store_capped)
   int stored_from_ = 0;     // exact controller: the lowest rung whose candidates are all stored
   bool words_ = false;      // exact controller: this step's candidates are collect_ladder_words'
   int floor_ = 0;           // exact controller: this step's floor_rung
