@@ -20,11 +20,19 @@ struct BenchSelectOptions {
   std::int64_t n_grad = sim::SimulateConfig::kDefaultNg;
   double density = 0.01;
   int repeat = 3;
+  bool solo = true;
 };
 
-void print_mode(const sim::SelectBenchMode& m) {
-  std::printf("%-6s %14.1f %14.1f %10zu %12.4f\n", m.name.c_str(), m.median_mean_s * 1e6,
-              m.median_max_s * 1e6, m.mean_per_iteration.size(), m.mean_density);
+void print_mode(const sim::SelectBenchMode& m, const sim::SelectBenchTimes& t) {
+  std::printf("%-6s %14.1f %14.1f %10zu %12.4f\n", m.name.c_str(), t.median_mean_s * 1e6,
+              t.median_max_s * 1e6, t.mean_per_iteration.size(), m.mean_density);
+}
+
+void print_table(const sim::SelectBenchResult& r, bool solo) {
+  std::printf("%-6s %14s %14s %10s %12s\n", "mode", "mean w (us)", "max w (us)", "samples",
+              "density/d");
+  print_mode(r.paper, solo ? r.paper.solo : r.paper.group);
+  print_mode(r.exact, solo ? r.exact.solo : r.exact.group);
 }
 
 }  // namespace
@@ -50,6 +58,8 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
   sub->add_option("--repeat", o->repeat, "replays of each mode (alternating)")
       ->check(int_at_least(1))
       ->capture_default_str();
+  sub->add_flag("--solo,!--no-solo", o->solo,
+                "also re-run each worker alone from a tape of its collectives (default: on)");
   sub->callback([&action, o, o_workers, o_iter, o_ng] {
     action = [o, o_workers, o_iter, o_ng] {
       sim::SimulateConfig cfg;
@@ -59,19 +69,30 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
       if (o_workers->count() || o->trace.empty()) cfg.workers = o->workers;
       if (o_iter->count() || o->trace.empty()) cfg.iterations = o->iterations;
       if (o_ng->count() || o->trace.empty()) cfg.n_grad = o->n_grad;
-      const auto r = sim::bench_select(cfg, o->repeat);
+      const auto r = sim::bench_select(cfg, o->repeat, o->solo);
       std::printf("exdyna bench select: %s, density %g, %d replay(s) of each mode\n",
                   o->trace.empty() ? "synthetic source" : ("trace " + o->trace).c_str(), o->density,
                   o->repeat);
       std::printf(
           "selection CPU time per worker and iteration (thread CPU clock), medians over "
           "iterations\n");
-      std::printf("%-6s %14s %14s %10s %12s\n", "mode", "mean w (us)", "max w (us)", "samples",
-                  "density/d");
-      print_mode(r.paper);
-      print_mode(r.exact);
+      std::printf("group: the %s workers' threads together on this machine's cores\n",
+                  cfg.trace_dir.empty() ? std::to_string(o->workers).c_str() : "trace's");
+      print_table(r, false);
       std::printf("ratio exact/paper: %.2f (mean over workers), %.2f (slowest worker)\n",
                   r.ratio_mean(), r.ratio_max());
+      if (o->solo && !r.solo)
+        std::printf(
+            "solo: not measured (the tapes of the collectives would exceed 2 GiB: fewer "
+            "--iterations)\n");
+      if (r.solo) {
+        std::printf(
+            "solo: each worker alone on one thread, its collectives replayed from the group "
+            "run (the same steps; a machine per worker)\n");
+        print_table(r, true);
+        std::printf("solo ratio exact/paper: %.2f (mean over workers), %.2f (slowest worker)\n",
+                    r.solo_ratio_mean(), r.solo_ratio_max());
+      }
       return 0;
     };
   });

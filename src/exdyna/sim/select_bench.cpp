@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "exdyna/comm/local_group.hpp"
+#include "exdyna/comm/tape.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sim/simulate.hpp"
 
@@ -32,57 +33,97 @@ SimulateConfig mode_config(SimulateConfig cfg, bool exact) {
   return cfg;
 }
 
-// One replay: every worker's select CPU time per iteration, appended to the mode's series.
-void replay(const SimulateConfig& cfg, SelectBenchMode& mode) {
-  auto src = make_source(cfg);
-  const auto run = resolve(cfg, *src);
-  const int n = *run.workers;
-  const auto T = static_cast<std::size_t>(*run.iterations);
-  std::vector<std::vector<double>> cpu(static_cast<std::size_t>(n));
-  double density = 0;
-  std::mutex mu;
-  comm::run_local(
-      n,
-      [&](comm::Communicator& c) {
-        auto r = run_worker(run, sparsifiers::builtin_registry(), *src, c);
-        std::vector<double> mine;
-        for (const auto& st : r.steps) mine.push_back(st.times.select_cpu);
-        std::lock_guard<std::mutex> lock(mu);
-        cpu[static_cast<std::size_t>(c.rank())] = std::move(mine);
-        if (c.rank() == 0)
-          for (const auto& st : r.steps)
-            density += static_cast<double>(st.k_total) / static_cast<double>(st.k_target);
-      },
-      std::chrono::milliseconds(static_cast<std::int64_t>(run.timeout_s * 1000.0)));
+// Appends one replay's per-worker series (cpu[w][t]) to `times`: per iteration, the mean and the
+// max over workers.
+void append(const std::vector<std::vector<double>>& cpu, std::size_t T, SelectBenchTimes& times) {
   for (std::size_t t = 0; t < T; ++t) {
     double sum = 0, top = 0;
     for (const auto& w : cpu) {
       sum += w[t];
       top = std::max(top, w[t]);
     }
-    mode.mean_per_iteration.push_back(sum / n);
-    mode.max_per_iteration.push_back(top);
+    times.mean_per_iteration.push_back(sum / static_cast<double>(cpu.size()));
+    times.max_per_iteration.push_back(top);
   }
+}
+
+std::vector<double> select_cpu(const WorkerResult& r) {
+  std::vector<double> v;
+  for (const auto& st : r.steps) v.push_back(st.times.select_cpu);
+  return v;
+}
+
+// A tape of more than this (all ranks together) is not recorded: the solo series are skipped.
+constexpr std::size_t kMaxTapeBytes = std::size_t{2} << 30;
+
+std::size_t tape_bytes(const std::vector<comm::Tape>& tapes) {
+  std::size_t b = 0;
+  for (const auto& t : tapes)
+    for (const auto& e : t.entries) b += e.result.size() + sizeof(e);
+  return b;
+}
+
+// One replay: every worker's select CPU time per iteration, appended to the mode's group series;
+// with solo, each worker then re-run alone from its tape, appended to the solo series. Returns
+// whether the solo series were measured (false: the tapes outgrew kMaxTapeBytes).
+bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo) {
+  auto src = make_source(cfg);
+  const auto run = resolve(cfg, *src);
+  const int n = *run.workers;
+  const auto T = static_cast<std::size_t>(*run.iterations);
+  const auto& registry = sparsifiers::builtin_registry();
+  std::vector<std::vector<double>> cpu(static_cast<std::size_t>(n));
+  std::vector<comm::Tape> tapes(static_cast<std::size_t>(n));
+  double density = 0;
+  std::mutex mu;
+  comm::run_local(
+      n,
+      [&](comm::Communicator& c) {
+        comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+        comm::Communicator& use = solo ? static_cast<comm::Communicator&>(rec) : c;
+        auto r = run_worker(run, registry, *src, use);
+        std::lock_guard<std::mutex> lock(mu);
+        cpu[static_cast<std::size_t>(c.rank())] = select_cpu(r);
+        if (c.rank() == 0)
+          for (const auto& st : r.steps)
+            density += static_cast<double>(st.k_total) / static_cast<double>(st.k_target);
+      },
+      std::chrono::milliseconds(static_cast<std::int64_t>(run.timeout_s * 1000.0)));
+  append(cpu, T, mode.group);
   mode.mean_density += density / static_cast<double>(T);
+  if (!solo || tape_bytes(tapes) > kMaxTapeBytes) return false;
+  for (int w = 0; w < n; ++w) {
+    comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
+    cpu[static_cast<std::size_t>(w)] = select_cpu(run_worker(run, registry, *src, player));
+    EXDYNA_CHECK(player.finished(), "bench select: the solo replay of rank ", w,
+                 " ended before its tape");
+    tapes[static_cast<std::size_t>(w)].entries = {};  // free as we go
+  }
+  append(cpu, T, mode.solo);
+  return true;
 }
 
 }  // namespace
 
-SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat) {
+SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat, bool solo) {
   EXDYNA_CHECK_ARG(repeat >= 1, "--repeat: ", repeat, " is not valid; expected an integer >= 1");
   SelectBenchResult res;
   res.paper.name = "paper";
   res.exact.name = "exact";
+  res.solo = solo;
   const auto paper = mode_config(cfg, false), exact = mode_config(cfg, true);
   for (int r = 0; r < repeat; ++r) {  // alternating, so a slow spell of the machine hits both
-    replay(paper, res.paper);
-    replay(exact, res.exact);
+    res.solo = replay(paper, res.paper, res.solo) && res.solo;
+    res.solo = replay(exact, res.exact, res.solo) && res.solo;
   }
   for (auto* m : {&res.paper, &res.exact}) {
-    m->median_mean_s = median(m->mean_per_iteration);
-    m->median_max_s = median(m->max_per_iteration);
+    for (auto* t : {&m->group, &m->solo}) {
+      t->median_mean_s = median(t->mean_per_iteration);
+      t->median_max_s = median(t->max_per_iteration);
+    }
     m->mean_density /= repeat;
   }
+  if (!res.solo) res.paper.solo = res.exact.solo = {};
   return res;
 }
 

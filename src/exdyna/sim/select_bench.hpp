@@ -4,6 +4,12 @@
 // auto), one thread per worker over the in-process group, and compares the selection's CPU time
 // per worker (StepStats::times.select_cpu: the thread's CPU clock, so W workers sharing two
 // cores do not inflate it, as they do wall time).
+//
+// Two measurements of the same steps. "group": the times of that run, W threads on this
+// machine's cores, which evict each other's caches between a worker's selection and its cut
+// after the all-gather. "solo": each worker re-run alone, on one thread, its collectives served
+// from a tape of the group run (comm/tape.hpp): the same steps and decisions (the player checks
+// every call), with a machine to itself, as with one machine per worker.
 #pragma once
 
 #include <cstdint>
@@ -14,23 +20,32 @@
 
 namespace exdyna::sim {
 
-struct SelectBenchMode {
-  std::string name;  // "paper" or "exact"
-  // Per iteration and repetition: the mean over workers, and the max over workers, in seconds.
+// One measurement's series: per iteration and repetition, the mean over workers and the max over
+// workers of the select CPU time, in seconds, and their medians.
+struct SelectBenchTimes {
   std::vector<double> mean_per_iteration, max_per_iteration;
-  double median_mean_s = 0;  // median over iterations (and repetitions) of the mean
-  double median_max_s = 0;   // of the max
-  double mean_density = 0;   // k' / (d n_g) over the run (a check that both modes ran as meant)
+  double median_mean_s = 0;
+  double median_max_s = 0;
+};
+
+struct SelectBenchMode {
+  std::string name;              // "paper" or "exact"
+  SelectBenchTimes group, solo;  // solo: empty when not measured
+  double mean_density = 0;       // k' / (d n_g) over the run (a check that both modes ran as meant)
 };
 
 struct SelectBenchResult {
   SelectBenchMode paper, exact;
-  double ratio_mean() const { return exact.median_mean_s / paper.median_mean_s; }
-  double ratio_max() const { return exact.median_max_s / paper.median_max_s; }
+  bool solo = false;  // whether the solo series were measured
+  double ratio_mean() const { return exact.group.median_mean_s / paper.group.median_mean_s; }
+  double ratio_max() const { return exact.group.median_max_s / paper.group.median_max_s; }
+  double solo_ratio_mean() const { return exact.solo.median_mean_s / paper.solo.median_mean_s; }
+  double solo_ratio_max() const { return exact.solo.median_max_s / paper.solo.median_max_s; }
 };
 
 // cfg: the source, workers, iterations and density as for `exdyna simulate` (its sparsifier
-// options are replaced by each mode's). repeat >= 1 replays of each mode, alternating.
-SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat);
+// options are replaced by each mode's). repeat >= 1 replays of each mode, alternating; solo: also
+// re-run each worker alone from its tape.
+SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat, bool solo);
 
 }  // namespace exdyna::sim

@@ -1,0 +1,79 @@
+// sim/select_bench.hpp: the solo measurement re-runs each worker alone from a tape of its group
+// run, and that re-run makes the group run's decisions step for step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include "exdyna/comm/local_group.hpp"
+#include "exdyna/comm/tape.hpp"
+#include "exdyna/sim/select_bench.hpp"
+#include "exdyna/sim/simulate.hpp"
+#include "exdyna/sparsifiers/registry.hpp"
+
+using namespace exdyna;
+using namespace exdyna::sim;
+
+namespace {
+
+SimulateConfig exact_config(int workers, std::int64_t n_g, std::int64_t iterations) {
+  SimulateConfig c;
+  c.sparsifier = "exdyna";
+  c.workers = workers;
+  c.n_grad = n_g;
+  c.iterations = iterations;
+  c.sparse.density = 0.01;
+  c.sparse.exdyna.controller = core::Controller::kExact;
+  c.sparse.exdyna.balance = core::Balance::kExact;
+  c.sparse.exdyna.worker_cap = core::ExDynaOptions::kAutoCap;
+  c.timeout_s = 60;
+  return c;
+}
+
+}  // namespace
+
+TEST(SelectBench, AWorkerReRunAloneFromItsTapeMakesTheGroupsDecisions) {
+  auto src = make_source(exact_config(4, 1 << 15, 12));
+  const auto run = resolve(exact_config(4, 1 << 15, 12), *src);
+  const auto& registry = sparsifiers::builtin_registry();
+  std::vector<comm::Tape> tapes(4);
+  std::vector<WorkerResult> group(4);
+  std::mutex mu;
+  comm::run_local(4, [&](comm::Communicator& c) {
+    comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+    auto r = run_worker(run, registry, *src, rec);
+    const std::lock_guard<std::mutex> lock(mu);
+    group[static_cast<std::size_t>(c.rank())] = std::move(r);
+  });
+  for (int w = 0; w < 4; ++w) {
+    comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
+    const auto solo = run_worker(run, registry, *src, player);
+    EXPECT_TRUE(player.finished());
+    const auto& g = group[static_cast<std::size_t>(w)];
+    ASSERT_EQ(solo.steps.size(), g.steps.size());
+    for (std::size_t t = 0; t < g.steps.size(); ++t) {
+      EXPECT_EQ(solo.steps[t].k_per_worker, g.steps[t].k_per_worker) << "rank " << w << " t " << t;
+      EXPECT_EQ(solo.steps[t].threshold, g.steps[t].threshold) << "rank " << w << " t " << t;
+    }
+    // Exact from iteration 0: every step sends k (a check that the run is the exact controller's).
+    EXPECT_EQ(g.steps.front().k_total, g.steps.front().k_target);
+  }
+}
+
+TEST(SelectBench, MeasuresTheSoloSeriesBesideTheGroupOnes) {
+  auto cfg = exact_config(3, 1 << 15, 6);
+  const auto with = bench_select(cfg, 1, true);
+  EXPECT_TRUE(with.solo);
+  for (const auto* m : {&with.paper, &with.exact}) {
+    EXPECT_EQ(m->group.mean_per_iteration.size(), 6u) << m->name;
+    EXPECT_EQ(m->solo.mean_per_iteration.size(), 6u) << m->name;
+    EXPECT_GT(m->solo.median_mean_s, 0) << m->name;
+    EXPECT_GE(m->solo.median_max_s, m->solo.median_mean_s) << m->name;
+  }
+  EXPECT_NEAR(with.exact.mean_density, 1.0, 0.01);  // the exact controller ran as meant
+  const auto without = bench_select(cfg, 1, false);
+  EXPECT_FALSE(without.solo);
+  EXPECT_TRUE(without.exact.solo.mean_per_iteration.empty());
+  EXPECT_EQ(without.exact.group.mean_per_iteration.size(), 6u);
+}
