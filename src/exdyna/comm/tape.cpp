@@ -52,11 +52,21 @@ TapeRecorder::TapeRecorder(Communicator& inner, Tape& tape) : inner_(inner), tap
   tape_.rank = inner.rank();
   tape_.size = inner.size();
   tape_.entries.clear();
+  tape_.bytes = 0;
+  tape_.overflowed = false;
 }
 
 void TapeRecorder::record(Tape::Op op, const void* result, std::size_t bytes) {
+  if (tape_.overflowed) return;
+  if (bytes > tape_.limit - tape_.bytes) {
+    tape_.overflowed = true;
+    tape_.entries = {};
+    tape_.bytes = 0;
+    return;
+  }
   const auto* p = static_cast<const std::byte*>(result);
   tape_.entries.push_back({op, std::vector<std::byte>(p, p + bytes)});
+  tape_.bytes += bytes;
 }
 
 void TapeRecorder::do_allgatherv(const void* mine, std::size_t elem_size,
@@ -137,6 +147,8 @@ void TapeRecorder::do_barrier() {
 TapePlayer::TapePlayer(const Tape& tape) : tape_(tape) {
   EXDYNA_CHECK_ARG(tape.size >= 1 && tape.rank >= 0 && tape.rank < tape.size, "tape of rank ",
                    tape.rank, " in a group of ", tape.size, "; expected 0 <= rank < size");
+  EXDYNA_CHECK_ARG(!tape.overflowed, "tape of rank ", tape.rank, " outgrew its limit of ",
+                   tape.limit, " bytes and holds nothing to replay");
 }
 
 void TapePlayer::play(Tape::Op op, void* out, std::size_t bytes) {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "exdyna/comm/communicator.hpp"
@@ -37,11 +38,17 @@ struct Tape {
   int rank = 0;
   int size = 0;
   std::vector<Entry> entries;
+  // The recorder keeps at most `limit` bytes of results; past it, it drops the entries and sets
+  // `overflowed` (and records nothing more), so a long run cannot exhaust memory through its tape.
+  std::size_t limit = std::numeric_limits<std::size_t>::max();
+  std::size_t bytes = 0;  // of results held
+  bool overflowed = false;
 };
 const char* to_string(Tape::Op op);
 
 // Forwards every collective to `inner` (through its public calls, so it counts bytes as always)
-// and appends its result to `tape`. Both must outlive the recorder; use from the rank's thread.
+// and appends its result to `tape` (cleared first; its limit kept). Both must outlive the
+// recorder; use from the rank's thread.
 class TapeRecorder final : public Communicator {
  public:
   TapeRecorder(Communicator& inner, Tape& tape);
@@ -71,7 +78,7 @@ class TapeRecorder final : public Communicator {
 };
 
 // Rank tape.rank of a group of tape.size, alone: each collective returns the next result on the
-// tape. The tape must outlive the player.
+// tape. The tape must outlive the player; an overflowed tape is refused (InvalidArgument).
 class TapePlayer final : public Communicator {
  public:
   explicit TapePlayer(const Tape& tape);

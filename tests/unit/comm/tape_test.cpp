@@ -133,3 +133,28 @@ TEST(Tape, APlayerRefusesATapeWithoutARank) {
   t.size = 2;
   EXPECT_THROW(TapePlayer{t}, InvalidArgument);
 }
+
+TEST(Tape, ARecorderPastItsLimitKeepsNothingAndThePlayerRefusesIt) {
+  std::vector<Tape> tapes(2);
+  for (auto& t : tapes) t.limit = 64;  // the all-gathers (56 bytes) fit, the all-to-all does not
+  run_local(2, [&](Communicator& c) {
+    TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+    every_collective(rec, 3);  // the group's collectives still run through
+  });
+  for (const auto& t : tapes) {
+    EXPECT_TRUE(t.overflowed);
+    EXPECT_TRUE(t.entries.empty());
+    EXPECT_EQ(t.bytes, 0u);
+    EXPECT_THROW(TapePlayer{t}, InvalidArgument);
+  }
+  Tape roomy;
+  roomy.limit = 1 << 20;
+  run_local(1, [&](Communicator& c) {
+    TapeRecorder rec(c, roomy);
+    every_collective(rec, 3);
+  });
+  EXPECT_FALSE(roomy.overflowed);
+  std::size_t held = 0;
+  for (const auto& e : roomy.entries) held += e.result.size();
+  EXPECT_EQ(roomy.bytes, held);
+}
