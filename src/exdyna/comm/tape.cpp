@@ -33,11 +33,13 @@ const char* to_string(Tape::Op op) {
 
 namespace {
 
-// Element counts as byte counts, so the recorder can move any element type as bytes.
-std::vector<std::int64_t> in_bytes(std::span<const std::int64_t> counts, std::size_t elem_size) {
-  std::vector<std::int64_t> b(counts.begin(), counts.end());
-  for (auto& c : b) c *= static_cast<std::int64_t>(elem_size);
-  return b;
+// Element counts as byte counts, into `out` (reused across calls), so the recorder can move any
+// element type as bytes.
+std::span<const std::int64_t> in_bytes(std::span<const std::int64_t> counts, std::size_t elem_size,
+                                       std::vector<std::int64_t>& out) {
+  out.assign(counts.begin(), counts.end());
+  for (auto& c : out) c *= static_cast<std::int64_t>(elem_size);
+  return out;
 }
 
 std::size_t sum(std::span<const std::int64_t> v) {
@@ -72,7 +74,7 @@ void TapeRecorder::record(Tape::Op op, const void* result, std::size_t bytes) {
 void TapeRecorder::do_allgatherv(const void* mine, std::size_t elem_size,
                                  std::span<const std::int64_t> counts, GatherMode mode, void* out) {
   inner_.set_timeout(timeout());
-  const auto b = in_bytes(counts, elem_size);
+  const auto b = in_bytes(counts, elem_size, counts_scratch_);
   const std::span<const std::byte> m(static_cast<const std::byte*>(mine),
                                      static_cast<std::size_t>(b[static_cast<std::size_t>(rank())]));
   inner_.allgather_list<std::byte>(m, b, mode, bytes_scratch_);
@@ -90,10 +92,9 @@ void TapeRecorder::do_allgather_i64(std::span<const std::int64_t> mine,
 void TapeRecorder::do_alltoall_i64(std::span<const std::int64_t> send,
                                    std::span<std::int64_t> recv) {
   inner_.set_timeout(timeout());
-  const std::vector<std::int64_t> one(send.size(), 1);
-  std::vector<std::int64_t> got;
-  inner_.alltoall_list_known<std::int64_t>(send, one, one, got);
-  std::copy(got.begin(), got.end(), recv.begin());
+  counts_scratch_.assign(send.size(), 1);  // one int64 to and from every rank
+  inner_.alltoall_list_known<std::int64_t>(send, counts_scratch_, counts_scratch_, i64_scratch_);
+  std::copy(i64_scratch_.begin(), i64_scratch_.end(), recv.begin());
   record(Tape::Op::kAlltoallCounts, recv.data(), recv.size_bytes());
 }
 
@@ -101,7 +102,8 @@ void TapeRecorder::do_alltoallv(const void* send, std::size_t elem_size,
                                 std::span<const std::int64_t> send_counts,
                                 std::span<const std::int64_t> recv_counts, void* recv) {
   inner_.set_timeout(timeout());
-  const auto sb = in_bytes(send_counts, elem_size), rb = in_bytes(recv_counts, elem_size);
+  const auto sb = in_bytes(send_counts, elem_size, counts_scratch_);
+  const auto rb = in_bytes(recv_counts, elem_size, recv_counts_scratch_);
   const std::span<const std::byte> s(static_cast<const std::byte*>(send), sum(sb));
   inner_.alltoall_list_known<std::byte>(s, sb, rb, bytes_scratch_);
   if (!bytes_scratch_.empty()) std::memcpy(recv, bytes_scratch_.data(), bytes_scratch_.size());
@@ -123,10 +125,10 @@ void TapeRecorder::do_allreduce_f64(std::span<double> data) {
 void TapeRecorder::do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) {
   inner_.set_timeout(timeout());
   // The public call takes floats already representable in f: the words' values, exactly.
-  std::vector<float> v(data.size());
-  for (std::size_t i = 0; i < data.size(); ++i) v[i] = core::from_bits16(data[i], f);
-  inner_.allreduce_sum_16(v, f);
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = core::to_bits16(v[i], f);
+  f32_scratch_.resize(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) f32_scratch_[i] = core::from_bits16(data[i], f);
+  inner_.allreduce_sum_16(f32_scratch_, f);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = core::to_bits16(f32_scratch_[i], f);
   record(Tape::Op::kAllreduce16, data.data(), data.size_bytes());
 }
 

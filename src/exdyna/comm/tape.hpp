@@ -74,7 +74,10 @@ class TapeRecorder final : public Communicator {
   void record(Tape::Op op, const void* result, std::size_t bytes);
   Communicator& inner_;
   Tape& tape_;
+  // Reused by every call, so recording allocates nothing per step once they have grown.
   std::vector<std::byte> bytes_scratch_;
+  std::vector<std::int64_t> counts_scratch_, recv_counts_scratch_, i64_scratch_;
+  std::vector<float> f32_scratch_;
 };
 
 // Rank tape.rank of a group of tape.size, alone: each collective returns the next result on the

@@ -73,9 +73,13 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo) {
   comm::run_local(
       n,
       [&](comm::Communicator& c) {
-        comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
-        comm::Communicator& use = solo ? static_cast<comm::Communicator&>(rec) : c;
-        auto r = run_worker(run, registry, *src, use);
+        WorkerResult r;
+        if (solo) {
+          comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+          r = run_worker(run, registry, *src, rec);
+        } else {
+          r = run_worker(run, registry, *src, c);
+        }
         std::lock_guard<std::mutex> lock(mu);
         cpu[static_cast<std::size_t>(c.rank())] = select_cpu(r);
         if (c.rank() == 0)
