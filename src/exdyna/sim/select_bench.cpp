@@ -7,7 +7,9 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/comm/tape.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/core/timer.hpp"
 #include "exdyna/sim/simulate.hpp"
+#include "exdyna/sparsifiers/exdyna.hpp"
 
 namespace exdyna::sim {
 
@@ -124,7 +126,16 @@ SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat, bool solo)
     m->mean_density /= repeat;
   }
   if (!res.solo) res.paper.solo = res.exact.solo = {};
+  res.clock_lap_s = core::thread_cpu_lap_cost();
+  res.laps_per_step = sparsifiers::ExDyna::kSelectCpuLaps;
   return res;
+}
+
+double SelectBenchResult::net_ratio_mean(bool solo_series) const {
+  const double clock = laps_per_step * clock_lap_s;
+  const double p = (solo_series ? paper.solo : paper.group).median_mean_s - clock;
+  const double e = (solo_series ? exact.solo : exact.group).median_mean_s - clock;
+  return p > 0 ? e / p : 0.0;
 }
 
 }  // namespace exdyna::sim

@@ -37,10 +37,18 @@ struct SelectBenchMode {
 struct SelectBenchResult {
   SelectBenchMode paper, exact;
   bool solo = false;  // whether the solo series were measured
+  // An empty lap of the thread CPU clock in this run (core::thread_cpu_lap_cost), and the laps
+  // each step's select time holds (both modes): about laps * clock_lap_s of every median is the
+  // clock's own cost, which pulls the ratios toward 1.
+  double clock_lap_s = 0;
+  int laps_per_step = 0;
   double ratio_mean() const { return exact.group.median_mean_s / paper.group.median_mean_s; }
   double ratio_max() const { return exact.group.median_max_s / paper.group.median_max_s; }
   double solo_ratio_mean() const { return exact.solo.median_mean_s / paper.solo.median_mean_s; }
   double solo_ratio_max() const { return exact.solo.median_max_s / paper.solo.median_max_s; }
+  // The ratio of the means over workers with the clock's cost taken off both medians; 0 where
+  // the paper mode's median does not exceed that cost (nothing left to compare).
+  double net_ratio_mean(bool solo_series) const;
 };
 
 // cfg: the source, workers, iterations and density as for `exdyna simulate` (its sparsifier

@@ -39,6 +39,10 @@ class ExDyna final : public Sparsifier {
   explicit ExDyna(const SparsifierConfig& cfg);
 
   std::string_view name() const override { return "exdyna"; }
+  // StepStats::times.select_cpu of a step is the sum of this many laps of the thread CPU clock
+  // (before and after the counts all-gather; the exact controller's cold step has a third), in
+  // paper mode and with the exact controller alike: `exdyna bench select` nets out their cost.
+  static constexpr int kSelectCpuLaps = 2;
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
             StepStats& stats) override;
   std::string fingerprint() const override;

@@ -77,3 +77,25 @@ TEST(SelectBench, MeasuresTheSoloSeriesBesideTheGroupOnes) {
   EXPECT_TRUE(without.exact.solo.mean_per_iteration.empty());
   EXPECT_EQ(without.exact.group.mean_per_iteration.size(), 6u);
 }
+
+TEST(SelectBench, TheNetRatioTakesTheClocksLapsOffBothModes) {
+  SelectBenchResult r;
+  r.paper.group.median_mean_s = 5e-6;
+  r.exact.group.median_mean_s = 11e-6;
+  r.paper.solo.median_mean_s = 4e-6;
+  r.exact.solo.median_mean_s = 10e-6;
+  r.laps_per_step = 2;
+  r.clock_lap_s = 0.5e-6;
+  EXPECT_NEAR(r.ratio_mean(), 2.2, 1e-12);
+  EXPECT_NEAR(r.net_ratio_mean(false), 10.0 / 4.0, 1e-12);
+  EXPECT_NEAR(r.net_ratio_mean(true), 9.0 / 3.0, 1e-12);
+  r.clock_lap_s = 2e-6;  // the clock's cost exceeds the paper mode's solo median: no ratio
+  EXPECT_EQ(r.net_ratio_mean(true), 0.0);
+}
+
+TEST(SelectBench, MeasuresTheClocksLapWithTheRun) {
+  const auto r = bench_select(exact_config(2, 1 << 16, 3), 1, false);
+  EXPECT_GT(r.clock_lap_s, 0.0);
+  EXPECT_EQ(r.laps_per_step, 2);
+  EXPECT_GT(r.net_ratio_mean(false), 0.0);
+}
