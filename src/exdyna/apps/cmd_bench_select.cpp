@@ -19,8 +19,7 @@ struct BenchSelectOptions {
   std::int64_t iterations = 100;
   std::int64_t n_grad = sim::SimulateConfig::kDefaultNg;
   double density = 0.01;
-  int repeat = 3;
-  bool solo = true;
+  sim::SelectBenchOptions bench;
 };
 
 void print_mode(const sim::SelectBenchMode& m, const sim::SelectBenchTimes& t) {
@@ -72,11 +71,15 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
   sub->add_option("--density", o->density, "target density d in (0, 1]")
       ->check(positive_at_most(1.0))
       ->capture_default_str();
-  sub->add_option("--repeat", o->repeat, "replays of each mode (alternating)")
+  sub->add_option("--repeat", o->bench.repeat, "replays of each mode (alternating)")
       ->check(int_at_least(1))
       ->capture_default_str();
-  sub->add_flag("--solo,!--no-solo", o->solo,
+  sub->add_flag("--solo,!--no-solo", o->bench.solo,
                 "also re-run each worker alone from a tape of its collectives (default: on)");
+  sub->add_option("--solo-runs", o->bench.solo_runs,
+                  "re-runs of each worker alone per replay; the least CPU time of each step counts")
+      ->check(int_at_least(1))
+      ->capture_default_str();
   sub->callback([&action, o, o_workers, o_iter, o_ng] {
     action = [o, o_workers, o_iter, o_ng] {
       sim::SimulateConfig cfg;
@@ -86,10 +89,10 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
       if (o_workers->count() || o->trace.empty()) cfg.workers = o->workers;
       if (o_iter->count() || o->trace.empty()) cfg.iterations = o->iterations;
       if (o_ng->count() || o->trace.empty()) cfg.n_grad = o->n_grad;
-      const auto r = sim::bench_select(cfg, o->repeat, o->solo);
+      const auto r = sim::bench_select(cfg, o->bench);
       std::printf("exdyna bench select: %s, density %g, %d replay(s) of each mode\n",
                   o->trace.empty() ? "synthetic source" : ("trace " + o->trace).c_str(), o->density,
-                  o->repeat);
+                  o->bench.repeat);
       std::printf(
           "selection CPU time per worker and iteration (thread CPU clock), medians over "
           "iterations\n");
@@ -98,14 +101,15 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
       print_table(r, false);
       std::printf("ratio exact/paper: %.2f (mean over workers), %.2f (slowest worker)\n",
                   r.ratio_mean(), r.ratio_max());
-      if (o->solo && !r.solo)
+      if (o->bench.solo && !r.solo)
         std::printf(
             "solo: not measured (the tapes of the collectives would exceed 2 GiB: fewer "
             "--iterations)\n");
       if (r.solo) {
         std::printf(
             "solo: each worker alone on one thread, its collectives replayed from the group "
-            "run (the same steps; a machine per worker)\n");
+            "run (the same steps; a machine per worker), the least of %d runs per step\n",
+            o->bench.solo_runs);
         print_table(r, true);
         std::printf("solo ratio exact/paper: %.2f (mean over workers), %.2f (slowest worker)\n",
                     r.solo_ratio_mean(), r.solo_ratio_max());

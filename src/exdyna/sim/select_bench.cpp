@@ -61,7 +61,7 @@ constexpr std::size_t kMaxTapeBytes = std::size_t{2} << 30;
 // One replay: every worker's select CPU time per iteration, appended to the mode's group series;
 // with solo, each worker then re-run alone from its tape, appended to the solo series. Returns
 // whether the solo series were measured (false: not asked, or the tapes outgrew kMaxTapeBytes).
-bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo) {
+bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int solo_runs) {
   auto src = make_source(cfg);
   const auto run = resolve(cfg, *src);
   const int n = *run.workers;
@@ -95,10 +95,14 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo) {
       std::any_of(tapes.begin(), tapes.end(), [](const comm::Tape& t) { return t.overflowed; }))
     return false;
   for (int w = 0; w < n; ++w) {
-    comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
-    cpu[static_cast<std::size_t>(w)] = select_cpu(run_worker(run, registry, *src, player));
-    EXDYNA_CHECK(player.finished(), "bench select: the solo replay of rank ", w,
-                 " ended before its tape");
+    auto& least = cpu[static_cast<std::size_t>(w)];
+    for (int s = 0; s < solo_runs; ++s) {
+      comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
+      const auto v = select_cpu(run_worker(run, registry, *src, player));
+      EXDYNA_CHECK(player.finished(), "bench select: the solo replay of rank ", w,
+                   " ended before its tape");
+      for (std::size_t t = 0; t < T; ++t) least[t] = s == 0 ? v[t] : std::min(least[t], v[t]);
+    }
     tapes[static_cast<std::size_t>(w)].entries = {};  // free as we go
   }
   append(cpu, T, mode.solo);
@@ -107,16 +111,19 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo) {
 
 }  // namespace
 
-SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat, bool solo) {
+SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptions& opt) {
+  const int repeat = opt.repeat;
   EXDYNA_CHECK_ARG(repeat >= 1, "--repeat: ", repeat, " is not valid; expected an integer >= 1");
+  EXDYNA_CHECK_ARG(opt.solo_runs >= 1, "--solo-runs: ", opt.solo_runs,
+                   " is not valid; expected an integer >= 1");
   SelectBenchResult res;
   res.paper.name = "paper";
   res.exact.name = "exact";
-  res.solo = solo;
+  res.solo = opt.solo;
   const auto paper = mode_config(cfg, false), exact = mode_config(cfg, true);
   for (int r = 0; r < repeat; ++r) {  // alternating, so a slow spell of the machine hits both
-    res.solo = replay(paper, res.paper, res.solo);
-    res.solo = replay(exact, res.exact, res.solo);
+    res.solo = replay(paper, res.paper, res.solo, opt.solo_runs);
+    res.solo = replay(exact, res.exact, res.solo, opt.solo_runs);
   }
   for (auto* m : {&res.paper, &res.exact}) {
     for (auto* t : {&m->group, &m->solo}) {

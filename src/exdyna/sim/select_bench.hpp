@@ -51,9 +51,16 @@ struct SelectBenchResult {
   double net_ratio_mean(bool solo_series) const;
 };
 
+struct SelectBenchOptions {
+  int repeat = 3;     // replays of each mode (group runs), alternating; >= 1
+  bool solo = true;   // also re-run each worker alone from its tape
+  int solo_runs = 3;  // re-runs of each worker per replay, >= 1: the solo series keep, per
+                      // worker and iteration, the least CPU time of them (the step's work is the
+                      // same every time; what another tenant of the machine adds only lengthens)
+};
+
 // cfg: the source, workers, iterations and density as for `exdyna simulate` (its sparsifier
-// options are replaced by each mode's). repeat >= 1 replays of each mode, alternating; solo: also
-// re-run each worker alone from its tape.
-SelectBenchResult bench_select(const SimulateConfig& cfg, int repeat, bool solo);
+// options are replaced by each mode's).
+SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptions& opt);
 
 }  // namespace exdyna::sim

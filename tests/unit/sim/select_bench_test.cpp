@@ -63,7 +63,7 @@ TEST(SelectBench, AWorkerReRunAloneFromItsTapeMakesTheGroupsDecisions) {
 
 TEST(SelectBench, MeasuresTheSoloSeriesBesideTheGroupOnes) {
   auto cfg = exact_config(3, 1 << 15, 6);
-  const auto with = bench_select(cfg, 1, true);
+  const auto with = bench_select(cfg, {1, true, 2});
   EXPECT_TRUE(with.solo);
   for (const auto* m : {&with.paper, &with.exact}) {
     EXPECT_EQ(m->group.mean_per_iteration.size(), 6u) << m->name;
@@ -72,7 +72,7 @@ TEST(SelectBench, MeasuresTheSoloSeriesBesideTheGroupOnes) {
     EXPECT_GE(m->solo.median_max_s, m->solo.median_mean_s) << m->name;
   }
   EXPECT_NEAR(with.exact.mean_density, 1.0, 0.01);  // the exact controller ran as meant
-  const auto without = bench_select(cfg, 1, false);
+  const auto without = bench_select(cfg, {1, false, 1});
   EXPECT_FALSE(without.solo);
   EXPECT_TRUE(without.exact.solo.mean_per_iteration.empty());
   EXPECT_EQ(without.exact.group.mean_per_iteration.size(), 6u);
@@ -94,8 +94,14 @@ TEST(SelectBench, TheNetRatioTakesTheClocksLapsOffBothModes) {
 }
 
 TEST(SelectBench, MeasuresTheClocksLapWithTheRun) {
-  const auto r = bench_select(exact_config(2, 1 << 16, 3), 1, false);
+  const auto r = bench_select(exact_config(2, 1 << 16, 3), {1, false, 1});
   EXPECT_GT(r.clock_lap_s, 0.0);
   EXPECT_EQ(r.laps_per_step, 2);
   EXPECT_GT(r.net_ratio_mean(false), 0.0);
+}
+
+TEST(SelectBench, RefusesNoReplaysAndNoSoloRuns) {
+  const auto cfg = exact_config(2, 1 << 12, 2);
+  EXPECT_THROW(bench_select(cfg, {0, true, 1}), InvalidArgument);
+  EXPECT_THROW(bench_select(cfg, {1, true, 0}), InvalidArgument);
 }
