@@ -7,6 +7,7 @@
 
 #include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
+#include "exdyna/core/atomic_file.hpp"
 #include "exdyna/sim/select_bench.hpp"
 
 namespace exdyna::apps {
@@ -20,6 +21,7 @@ struct BenchSelectOptions {
   std::int64_t n_grad = sim::SimulateConfig::kDefaultNg;
   double density = 0.01;
   sim::SelectBenchOptions bench;
+  std::string per_step;  // CSV of every worker's every step (empty: none)
 };
 
 void print_mode(const sim::SelectBenchMode& m, const sim::SelectBenchTimes& t) {
@@ -80,8 +82,13 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
                   "re-runs of each worker alone per replay; the least CPU time of each step counts")
       ->check(int_at_least(1))
       ->capture_default_str();
+  sub->add_option("--per-step", o->per_step,
+                  "write every worker's every step as CSV (mode, series, replay, iteration, "
+                  "worker, partition, candidates, kept, select_cpu_us): the input of "
+                  "scripts/select_cost_model.py");
   sub->callback([&action, o, o_workers, o_iter, o_ng] {
     action = [o, o_workers, o_iter, o_ng] {
+      sim::check_output_path(o->per_step, "--per-step");
       sim::SimulateConfig cfg;
       cfg.trace_dir = o->trace;
       cfg.sparse.density = o->density;
@@ -115,6 +122,10 @@ void add_bench_select_command(CLI::App& bench, Action& action) {
                     r.solo_ratio_mean(), r.solo_ratio_max());
       }
       print_clock(r);
+      if (!o->per_step.empty()) {
+        core::write_file_atomic(o->per_step, sim::select_steps_csv(r));
+        std::printf("per step: %s\n", o->per_step.c_str());
+      }
       return 0;
     };
   });

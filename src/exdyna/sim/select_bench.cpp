@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
+#include <tuple>
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/comm/tape.hpp"
@@ -55,13 +57,33 @@ std::vector<double> select_cpu(const WorkerResult& r) {
   return v;
 }
 
+// Worker w's steps of one series as rows; cpu: the series' time per step (the least of the solo
+// runs for solo).
+void append_steps(const WorkerResult& r, int w, bool solo, int replay_index,
+                  const std::vector<double>& cpu, std::vector<SelectBenchStep>& rows) {
+  for (std::size_t t = 0; t < r.steps.size(); ++t) {
+    const auto& st = r.steps[t];
+    SelectBenchStep s;
+    s.solo = solo;
+    s.replay = replay_index;
+    s.iteration = st.iteration;
+    s.worker = w;
+    s.partition = st.own_partition;
+    s.candidates = st.own_candidates;
+    s.kept = st.k_per_worker.at(static_cast<std::size_t>(w));
+    s.select_cpu_s = cpu[t];
+    rows.push_back(s);
+  }
+}
+
 // Tapes above this (all ranks together) are dropped while recording: the solo series are skipped.
 constexpr std::size_t kMaxTapeBytes = std::size_t{2} << 30;
 
 // One replay: every worker's select CPU time per iteration, appended to the mode's group series;
 // with solo, each worker then re-run alone from its tape, appended to the solo series. Returns
 // whether the solo series were measured (false: not asked, or the tapes outgrew kMaxTapeBytes).
-bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int solo_runs) {
+bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int solo_runs,
+            int replay_index) {
   auto src = make_source(cfg);
   const auto run = resolve(cfg, *src);
   const int n = *run.workers;
@@ -84,6 +106,8 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
         }
         std::lock_guard<std::mutex> lock(mu);
         cpu[static_cast<std::size_t>(c.rank())] = select_cpu(r);
+        append_steps(r, c.rank(), false, replay_index, cpu[static_cast<std::size_t>(c.rank())],
+                     mode.steps);
         if (c.rank() == 0)
           for (const auto& st : r.steps)
             density += static_cast<double>(st.k_total) / static_cast<double>(st.k_target);
@@ -96,13 +120,16 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
     return false;
   for (int w = 0; w < n; ++w) {
     auto& least = cpu[static_cast<std::size_t>(w)];
+    WorkerResult last;
     for (int s = 0; s < solo_runs; ++s) {
       comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
-      const auto v = select_cpu(run_worker(run, registry, *src, player));
+      last = run_worker(run, registry, *src, player);
       EXDYNA_CHECK(player.finished(), "bench select: the solo replay of rank ", w,
                    " ended before its tape");
+      const auto v = select_cpu(last);
       for (std::size_t t = 0; t < T; ++t) least[t] = s == 0 ? v[t] : std::min(least[t], v[t]);
     }
+    append_steps(last, w, true, replay_index, least, mode.steps);
     tapes[static_cast<std::size_t>(w)].entries = {};  // free as we go
   }
   append(cpu, T, mode.solo);
@@ -122,8 +149,8 @@ SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptio
   res.solo = opt.solo;
   const auto paper = mode_config(cfg, false), exact = mode_config(cfg, true);
   for (int r = 0; r < repeat; ++r) {  // alternating, so a slow spell of the machine hits both
-    res.solo = replay(paper, res.paper, res.solo, opt.solo_runs);
-    res.solo = replay(exact, res.exact, res.solo, opt.solo_runs);
+    res.solo = replay(paper, res.paper, res.solo, opt.solo_runs, r);
+    res.solo = replay(exact, res.exact, res.solo, opt.solo_runs, r);
   }
   for (auto* m : {&res.paper, &res.exact}) {
     for (auto* t : {&m->group, &m->solo}) {
@@ -132,10 +159,34 @@ SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptio
     }
     m->mean_density /= repeat;
   }
-  if (!res.solo) res.paper.solo = res.exact.solo = {};
+  if (!res.solo) {
+    res.paper.solo = res.exact.solo = {};
+    for (auto* m : {&res.paper, &res.exact})  // a replay whose tapes overflowed left some rows
+      std::erase_if(m->steps, [](const SelectBenchStep& s) { return s.solo; });
+  }
+  for (auto* m : {&res.paper, &res.exact})  // the group rows came in as the threads finished
+    std::stable_sort(m->steps.begin(), m->steps.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.solo, a.replay, a.worker, a.iteration) <
+             std::tie(b.solo, b.replay, b.worker, b.iteration);
+    });
   res.clock_lap_s = core::thread_cpu_lap_cost();
   res.laps_per_step = sparsifiers::ExDyna::kSelectCpuLaps;
   return res;
+}
+
+std::string select_steps_csv(const SelectBenchResult& r) {
+  std::string out = "mode,series,replay,iteration,worker,partition,candidates,kept,select_cpu_us\n";
+  char line[160];
+  for (const auto* m : {&r.paper, &r.exact})
+    for (const auto& s : m->steps) {
+      std::snprintf(line, sizeof line, "%s,%s,%d,%lld,%d,%lld,%lld,%lld,%.4f\n", m->name.c_str(),
+                    s.solo ? "solo" : "group", s.replay, static_cast<long long>(s.iteration),
+                    s.worker, static_cast<long long>(s.partition),
+                    static_cast<long long>(s.candidates), static_cast<long long>(s.kept),
+                    s.select_cpu_s * 1e6);
+      out += line;
+    }
+  return out;
 }
 
 double SelectBenchResult::net_ratio_mean(bool solo_series) const {

@@ -28,10 +28,23 @@ struct SelectBenchTimes {
   double median_max_s = 0;
 };
 
+// One worker's step in one series: what its selection time grows with, beside that time.
+struct SelectBenchStep {
+  bool solo = false;  // the solo series (the least of the solo runs), else the group one
+  int replay = 0;     // which replay of the mode, 0..repeat-1
+  std::int64_t iteration = 0;
+  int worker = 0;
+  std::int64_t partition = 0;   // StepStats::own_partition
+  std::int64_t candidates = 0;  // StepStats::own_candidates (exact controller; else 0)
+  std::int64_t kept = 0;        // k_i
+  double select_cpu_s = 0;
+};
+
 struct SelectBenchMode {
   std::string name;              // "paper" or "exact"
   SelectBenchTimes group, solo;  // solo: empty when not measured
   double mean_density = 0;       // k' / (d n_g) over the run (a check that both modes ran as meant)
+  std::vector<SelectBenchStep> steps;  // every worker's every step, group and solo series
 };
 
 struct SelectBenchResult {
@@ -62,5 +75,10 @@ struct SelectBenchOptions {
 // cfg: the source, workers, iterations and density as for `exdyna simulate` (its sparsifier
 // options are replaced by each mode's).
 SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptions& opt);
+
+// The steps of both modes as CSV, one row per worker and step (header: mode, series, replay,
+// iteration, worker, partition, candidates, kept, select_cpu_us): what
+// scripts/select_cost_model.py fits the per-worker cost model on.
+std::string select_steps_csv(const SelectBenchResult& r);
 
 }  // namespace exdyna::sim

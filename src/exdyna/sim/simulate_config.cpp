@@ -12,9 +12,6 @@ namespace exdyna::sim {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// An output file must be creatable: checked before a long run rather than after it.
 void check_output_path(const fs::path& p, const char* option) {
   if (p.empty()) return;
   std::error_code ec;
@@ -24,6 +21,8 @@ void check_output_path(const fs::path& p, const char* option) {
   EXDYNA_CHECK_ARG(!fs::is_directory(p, ec), option, " '", p.string(),
                    "' is a directory; expected a file name");
 }
+
+namespace {
 
 // The scale steps as the synthetic source's describe() lists them.
 std::string describe_steps(std::span<const ScaleStep> steps) {

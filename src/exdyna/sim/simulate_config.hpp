@@ -65,4 +65,9 @@ SimulateConfig resolve(SimulateConfig cfg, const GradientSource& src);
 // The source in messages: "synthetic source" or "trace 'DIR'".
 std::string source_name(const SimulateConfig& cfg);
 
+// An output file must be creatable, checked before a long run rather than after it: throws
+// InvalidArgument naming `option` where p's directory does not exist or p is a directory. An empty
+// p passes (nothing asked).
+void check_output_path(const std::filesystem::path& p, const char* option);
+
 }  // namespace exdyna::sim

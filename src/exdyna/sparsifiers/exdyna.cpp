@@ -132,6 +132,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   // Alg. 4 on this worker's partition.
   const auto part =
       acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size()));
+  stats.own_partition = range.size();
   const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
   const auto offset = static_cast<std::uint32_t>(range.begin);
   core::LadderGrid grid;
@@ -161,6 +162,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     two_pass = exact && (cold || two_pass_next_);
     floor_ = exact && !cold ? floor_rung(grid) : 0;
     mine = ladder_pass(part, offset, grid, thr, two_pass);
+    if (exact) stats.own_candidates = static_cast<std::int64_t>(mine);
     if (exact) stored_ = store_capped(part, offset, grid, two_pass, mine);
   } else {
     mine = core::select_threshold(part, thr, offset, idx_.data());

@@ -47,6 +47,11 @@ struct StepStats {
   // Partition bookkeeping (ExDyna); empty for sparsifiers without partitions.
   std::vector<int> alloc_per_worker;               // partition worker i selected from
   std::vector<std::int64_t> blocks_per_partition;  // blocks in partition j this iteration
+  // This worker's own selection (ExDyna): the length of the partition it read, and with the
+  // exact controller the candidates its pass counted (the values at or above its floor, which its
+  // selection time grows with; 0 in the other modes).
+  std::int64_t own_partition = 0;
+  std::int64_t own_candidates = 0;
   comm::ByteCounts bytes;
   PhaseTimes times;
 

@@ -2,6 +2,7 @@
 // run, and that re-run makes the group run's decisions step for step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -104,4 +105,35 @@ TEST(SelectBench, RefusesNoReplaysAndNoSoloRuns) {
   const auto cfg = exact_config(2, 1 << 12, 2);
   EXPECT_THROW(bench_select(cfg, {0, true, 1}), InvalidArgument);
   EXPECT_THROW(bench_select(cfg, {1, true, 0}), InvalidArgument);
+}
+
+TEST(SelectBench, KeepsEveryWorkersStepsWithWhatItsTimeGrowsWith) {
+  const auto cfg = exact_config(3, 1 << 15, 6);
+  const auto r = bench_select(cfg, {1, true, 2});
+  const std::int64_t k = static_cast<std::int64_t>(0.01 * (1 << 15));
+  for (const auto* m : {&r.paper, &r.exact}) {
+    ASSERT_EQ(m->steps.size(), 2u * 3 * 6) << m->name;  // group and solo, 3 workers, 6 steps
+    for (bool solo : {false, true})
+      for (std::int64_t t = 0; t < 6; ++t) {
+        std::int64_t part = 0, kept = 0;
+        for (const auto& s : m->steps) {
+          if (s.solo != solo || s.iteration != t) continue;
+          part += s.partition;
+          kept += s.kept;
+          EXPECT_GT(s.select_cpu_s, 0) << m->name;
+          if (m->name == "paper") EXPECT_EQ(s.candidates, 0);
+          // The exact controller keeps some of what its pass counted (or one index from none).
+          if (m->name == "exact") EXPECT_TRUE(s.candidates >= s.kept || s.kept == 1);
+        }
+        EXPECT_EQ(part, 1 << 15) << m->name << " t " << t;  // the partitions cover the vector
+        if (m->name == "exact") EXPECT_EQ(kept, k) << "t " << t;
+      }
+  }
+  const auto csv = select_steps_csv(r);
+  EXPECT_EQ(csv.rfind("mode,series,replay,iteration,worker,partition,candidates,kept,"
+                      "select_cpu_us\n",
+                      0),
+            0u);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 3 * 6);
+  EXPECT_NE(csv.find("\nexact,solo,0,5,2,"), std::string::npos);
 }
