@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <tuple>
 
@@ -37,18 +38,26 @@ SimulateConfig mode_config(SimulateConfig cfg, bool exact) {
   return cfg;
 }
 
-// Appends one replay's per-worker series (cpu[w][t]) to `times`: per iteration, the mean and the
-// max over workers.
-void append(const std::vector<std::vector<double>>& cpu, std::size_t T, SelectBenchTimes& times) {
-  for (std::size_t t = 0; t < T; ++t) {
-    double sum = 0, top = 0;
-    for (const auto& w : cpu) {
-      sum += w[t];
-      top = std::max(top, w[t]);
-    }
-    times.mean_per_iteration.push_back(sum / static_cast<double>(cpu.size()));
-    times.max_per_iteration.push_back(top);
+// One series' per-iteration mean and max over workers (one entry per replay and iteration), and
+// their medians, from its rows (sorted by replay, worker, iteration).
+SelectBenchTimes series_times(const std::vector<SelectBenchStep>& steps, bool solo) {
+  std::map<std::pair<int, std::int64_t>, std::pair<double, double>> at;  // sum, max
+  std::map<std::pair<int, std::int64_t>, int> workers;
+  for (const auto& s : steps) {
+    if (s.solo != solo) continue;
+    auto& [sum, top] = at[{s.replay, s.iteration}];
+    sum += s.select_cpu_s;
+    top = std::max(top, s.select_cpu_s);
+    ++workers[{s.replay, s.iteration}];
   }
+  SelectBenchTimes t;
+  for (const auto& [key, v] : at) {
+    t.mean_per_iteration.push_back(v.first / workers[key]);
+    t.max_per_iteration.push_back(v.second);
+  }
+  t.median_mean_s = median(t.mean_per_iteration);
+  t.median_max_s = median(t.max_per_iteration);
+  return t;
 }
 
 std::vector<double> select_cpu(const WorkerResult& r) {
@@ -79,9 +88,9 @@ void append_steps(const WorkerResult& r, int w, bool solo, int replay_index,
 // Tapes above this (all ranks together) are dropped while recording: the solo series are skipped.
 constexpr std::size_t kMaxTapeBytes = std::size_t{2} << 30;
 
-// One replay: every worker's select CPU time per iteration, appended to the mode's group series;
-// with solo, each worker then re-run alone from its tape, appended to the solo series. Returns
-// whether the solo series were measured (false: not asked, or the tapes outgrew kMaxTapeBytes).
+// One replay: every worker's steps, appended to the mode's rows as the group series; with solo,
+// each worker then re-run alone from its tape, appended as the solo series. Returns whether the
+// solo series were measured (false: not asked, or the tapes outgrew kMaxTapeBytes).
 bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int solo_runs,
             int replay_index) {
   auto src = make_source(cfg);
@@ -89,7 +98,6 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
   const int n = *run.workers;
   const auto T = static_cast<std::size_t>(*run.iterations);
   const auto& registry = sparsifiers::builtin_registry();
-  std::vector<std::vector<double>> cpu(static_cast<std::size_t>(n));
   std::vector<comm::Tape> tapes(static_cast<std::size_t>(n));
   for (auto& t : tapes) t.limit = kMaxTapeBytes / static_cast<std::size_t>(n);
   double density = 0;
@@ -105,21 +113,18 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
           r = run_worker(run, registry, *src, c);
         }
         std::lock_guard<std::mutex> lock(mu);
-        cpu[static_cast<std::size_t>(c.rank())] = select_cpu(r);
-        append_steps(r, c.rank(), false, replay_index, cpu[static_cast<std::size_t>(c.rank())],
-                     mode.steps);
+        append_steps(r, c.rank(), false, replay_index, select_cpu(r), mode.steps);
         if (c.rank() == 0)
           for (const auto& st : r.steps)
             density += static_cast<double>(st.k_total) / static_cast<double>(st.k_target);
       },
       std::chrono::milliseconds(static_cast<std::int64_t>(run.timeout_s * 1000.0)));
-  append(cpu, T, mode.group);
   mode.mean_density += density / static_cast<double>(T);
   if (!solo ||
       std::any_of(tapes.begin(), tapes.end(), [](const comm::Tape& t) { return t.overflowed; }))
     return false;
   for (int w = 0; w < n; ++w) {
-    auto& least = cpu[static_cast<std::size_t>(w)];
+    std::vector<double> least(T);
     WorkerResult last;
     for (int s = 0; s < solo_runs; ++s) {
       comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
@@ -132,7 +137,6 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
     append_steps(last, w, true, replay_index, least, mode.steps);
     tapes[static_cast<std::size_t>(w)].entries = {};  // free as we go
   }
-  append(cpu, T, mode.solo);
   return true;
 }
 
@@ -153,22 +157,17 @@ SelectBenchResult bench_select(const SimulateConfig& cfg, const SelectBenchOptio
     res.solo = replay(exact, res.exact, res.solo, opt.solo_runs, r);
   }
   for (auto* m : {&res.paper, &res.exact}) {
-    for (auto* t : {&m->group, &m->solo}) {
-      t->median_mean_s = median(t->mean_per_iteration);
-      t->median_max_s = median(t->max_per_iteration);
-    }
-    m->mean_density /= repeat;
-  }
-  if (!res.solo) {
-    res.paper.solo = res.exact.solo = {};
-    for (auto* m : {&res.paper, &res.exact})  // a replay whose tapes overflowed left some rows
+    if (!res.solo)  // a replay whose tapes overflowed left some solo rows
       std::erase_if(m->steps, [](const SelectBenchStep& s) { return s.solo; });
-  }
-  for (auto* m : {&res.paper, &res.exact})  // the group rows came in as the threads finished
+    // The group rows came in as the threads finished.
     std::stable_sort(m->steps.begin(), m->steps.end(), [](const auto& a, const auto& b) {
       return std::tie(a.solo, a.replay, a.worker, a.iteration) <
              std::tie(b.solo, b.replay, b.worker, b.iteration);
     });
+    m->group = series_times(m->steps, false);
+    m->solo = series_times(m->steps, true);  // empty without solo rows
+    m->mean_density /= repeat;
+  }
   res.clock_lap_s = core::thread_cpu_lap_cost();
   res.laps_per_step = sparsifiers::ExDyna::kSelectCpuLaps;
   return res;
