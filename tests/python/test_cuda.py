@@ -1,0 +1,190 @@
+"""The GPU path of the Python package: exdyna.Sparsifier and exdyna.ddp.hook on CUDA tensors.
+
+Every test here needs a build with the GPU path (exdyna.cuda_built()) and a CUDA device; without
+them each is skipped with the reason (CI has no GPU). With EXDYNA_REQUIRE_CUDA=1 in the
+environment (scripts/gpu-check.sh sets it) a missing package, GPU path or device fails instead of
+skipping, so a broken install cannot pass as "all skipped".
+
+- the decisions and updates of the CUDA path equal the CPU path's on the same gradients, 4 ranks
+  sharing the one GPU over Gloo, paper and exact modes, 50 iterations each;
+- NCCL at world size 1: exdyna steps on a CUDA tensor (and equals a CPU twin over Gloo), and the
+  DDP hook on CUDA buckets;
+- the sparsifiers without a GPU path refuse a CUDA tensor with ValueError naming those with one;
+- a build without the GPU path refuses a CUDA tensor (runs only on such a build with a GPU).
+"""
+
+import datetime
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+REQUIRE = os.environ.get("EXDYNA_REQUIRE_CUDA") == "1"
+
+
+def _unavailable(reason):
+    if REQUIRE:
+        pytest.fail(f"EXDYNA_REQUIRE_CUDA=1 but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    import exdyna
+except ImportError as e:  # the package is not built or not on sys.path
+    _unavailable(f"the exdyna package cannot be imported ({e}); build it (scripts/build.sh, "
+                 f"PYTHONPATH=build/python) or pip install it")
+
+import cuda_ranks  # noqa: E402
+import ranks  # noqa: E402
+
+HAVE_DEVICE = torch.cuda.is_available()
+HAVE_GPU_PATH = bool(getattr(exdyna, "cuda_built", lambda: False)())
+
+if REQUIRE and not HAVE_DEVICE:
+    _unavailable(f"torch {torch.__version__} sees no CUDA device")
+if REQUIRE and not HAVE_GPU_PATH:
+    _unavailable("exdyna.cuda_built() is False: the extension was built without the GPU path")
+
+needs_gpu = pytest.mark.skipif(
+    not (HAVE_GPU_PATH and HAVE_DEVICE),
+    reason="needs a CUDA device and exdyna built with the GPU path: "
+           + ("no CUDA device" if not HAVE_DEVICE else "exdyna.cuda_built() is False"))
+
+DENSITY = 0.01
+PAPER = dict(controller="paper", balance="paper", worker_cap="none")
+
+
+@pytest.fixture(scope="module")
+def nccl_one(tmp_path_factory):
+    """A world-size-1 NCCL default group in this process, and a Gloo group beside it (returned)
+    for CPU twins."""
+    if not dist.is_nccl_available():
+        pytest.skip(f"torch {torch.__version__} has no NCCL")
+    if dist.is_initialized():
+        pytest.skip("a default process group already exists in this process")
+    torch.cuda.set_device(0)
+    store = tmp_path_factory.mktemp("nccl") / "store"
+    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        yield dist.new_group(backend="gloo")
+    finally:
+        dist.destroy_process_group()
+
+
+# --- (a) the CUDA path takes the CPU path's decisions -------------------------------------------
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["paper", "exact"])
+def test_cuda_equals_cpu_on_four_gloo_ranks(tmp_path, mode):
+    # n_g odd and not a multiple of the block size: the last partition has a ragged tail
+    ranks.spawn(cuda_ranks.cpu_vs_cuda, 4, tmp_path, PAPER if mode == "paper" else {}, 50,
+                1_500_007, DENSITY, deadline_s=150)
+
+
+# --- (b) NCCL at world size 1 --------------------------------------------------------------------
+
+@needs_gpu
+def test_nccl_world_one_steps_exdyna_on_cuda(nccl_one):
+    n = 1_000_003
+    gpu = exdyna.Sparsifier("exdyna", DENSITY)  # the default group: NCCL
+    cpu = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one)  # its twin over Gloo
+    for t in range(5):
+        grad = cuda_ranks.heavy_gradient(0, t, n)
+        update = gpu.step(grad.cuda())
+        assert update.is_cuda and update.shape == grad.shape and update.dtype == torch.float32
+        assert bool(torch.isfinite(update).all())
+        s = gpu.stats
+        assert s["iteration"] == t and s["world_size"] == 1 and s["n_g"] == n
+        assert s["k_per_worker"] == [s["k_total"]] and s["k_total"] > 0
+        assert 0 < int((update != 0).sum()) <= s["k_unique"] <= s["k_total"]
+        assert s["bytes"]["total"] > 0
+        if t >= 1:  # the exact controller holds k' = k from the second iteration on
+            assert abs(s["density"] - DENSITY) <= 0.02 * DENSITY, s["density"]
+        # one rank: the all-reduce is the identity, so the twin matches bit for bit
+        cpu_update = cpu.step(grad)
+        cuda_ranks.compare_decisions(cpu.stats, s, f"NCCL vs Gloo twin, iteration {t}")
+        cuda_ranks.compare_updates(cpu_update, update, f"NCCL vs Gloo twin, iteration {t}")
+
+
+@needs_gpu
+def test_nccl_world_one_dense_on_cuda(nccl_one):
+    sp = exdyna.Sparsifier("dense", 1.0)
+    grad = cuda_ranks.heavy_gradient(0, 0, 100_003).cuda()
+    update = sp.step(grad)
+    assert update.is_cuda and torch.equal(update, grad)  # one rank: the average is the gradient
+
+
+@needs_gpu
+def test_ddp_hook_on_cuda_buckets(nccl_one):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 2000), nn.ReLU(), nn.Linear(2000, 500), nn.ReLU(),
+                        nn.Linear(500, 10)).cuda()
+    model = DDP(net, device_ids=[0], bucket_cap_mb=1)  # ~4.5 MB of gradients: several buckets
+    state = exdyna.ddp.State(density=0.05)
+    model.register_comm_hook(state, exdyna.ddp.hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    for t in range(4):  # DDP rebuilds its buckets after the first iteration
+        x = torch.randn(32, 64, device="cuda", generator=g)
+        y = torch.randint(0, 10, (32,), device="cuda", generator=g)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        for i, p in enumerate(model.parameters()):
+            assert p.grad.is_cuda and bool(torch.isfinite(p.grad).all()), f"grad {i}, step {t}"
+        opt.step()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    n = grads.numel()
+    assert 0 < int((grads != 0).sum()) <= 0.05 * 1.1 * n
+    assert len(state.buckets()) >= 2 and state.steps >= 4
+    assert 0 < state.density() <= 0.05 * 1.1, state.density()
+    assert sum(int(k.split(":")[1]) for k in state.buckets()) == n
+    for s in state.stats.values():
+        assert s["world_size"] == 1 and s["k_total"] > 0
+
+
+# --- (c) no GPU path: a clear refusal ------------------------------------------------------------
+
+def _names_without_gpu_path():
+    try:
+        names = exdyna.sparsifier_names()
+    except Exception:  # pragma: no cover - the module imported, so this should not happen
+        names = ["topk"]
+    return [n for n in names if n not in ("exdyna", "dense")]
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", _names_without_gpu_path())
+def test_sparsifiers_without_gpu_path_refuse_cuda(nccl_one, name):
+    sp = exdyna.Sparsifier(name, DENSITY)
+    with pytest.raises(ValueError) as e:
+        sp.step(torch.ones(10_000, device="cuda"))
+    msg = str(e.value)
+    assert "exdyna" in msg and "dense" in msg, msg
+
+
+# --- (d) a build without the GPU path ------------------------------------------------------------
+
+@pytest.mark.skipif(not HAVE_DEVICE or HAVE_GPU_PATH,
+                    reason="runs only on a build without the GPU path, on a machine with a GPU")
+def test_build_without_gpu_path_refuses_cuda(tmp_path):
+    if dist.is_initialized():
+        group = dist.new_group(backend="gloo")
+        own = False
+    else:
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
+                                world_size=1)
+        group, own = None, True
+    try:
+        sp = exdyna.Sparsifier("exdyna", DENSITY, process_group=group)
+        with pytest.raises((TypeError, ValueError)) as e:
+            sp.step(torch.ones(10_000, device="cuda"))
+        assert any(w in str(e.value).lower() for w in ("cuda", "cpu", "device")), str(e.value)
+    finally:
+        if own:
+            dist.destroy_process_group()
