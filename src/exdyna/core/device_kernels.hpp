@@ -1,0 +1,157 @@
+// The CUDA kernels of one ExDyna step on a device-resident gradient: the same decisions as the CPU
+// code of core/reductions.hpp, core/selection.hpp, core/ladder_cut.hpp and core/partition.hpp on
+// the same input (the per-element rules are shared, core/device_rules.hpp). Only small counts cross
+// to the host (a count, the ladder's bins, 256 sub-bin counts, per-block hits); the gradient, the
+// indices and the values stay on the device.
+//
+// Plain C++: no CUDA header here. The definitions are in the .cu files beside their CPU
+// counterparts (device_kernels.cu, reductions.cu, selection.cu, partition.cu), built into the
+// library exdyna_cuda_kernels only where nvcc is found (cmake/exdyna_cuda.cmake, EXDYNA_CUDA_BUILT);
+// there is no fallback implementation: link this only where it is built.
+//
+// Every call enqueues on the workspace's stream; the calls that return a count or fill host
+// arrays synchronize that stream before returning. Errors throw exdyna::Error naming the CUDA call
+// and cudaGetErrorString; arguments the CPU code refuses (a ladder grid out of range, a cut's rung
+// or quota) throw exdyna::InvalidArgument as the CPU code does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "exdyna/core/selection.hpp"
+
+namespace exdyna::core::device {
+
+bool built();      // true in the CUDA build
+bool available();  // a CUDA device is present (never throws)
+
+// Scratch kept across steps (temporary device storage, tile counts, pinned host words); grows,
+// never shrinks. `stream` (a cudaStream_t as void*; nullptr = the legacy default stream) is where
+// every call enqueues. Not thread-safe: one workspace per thread (or per stream).
+class Workspace {
+ public:
+  Workspace();
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  void set_stream(void* s);
+  void* stream() const;
+
+  struct Impl;  // device_workspace.cuh
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// cudaMalloc / cudaFree (device_free never throws); nullptr for 0 bytes.
+void* device_alloc(std::size_t bytes);
+void device_free(void* p) noexcept;
+
+// Device memory of n elements of T (cudaMalloc; freed in the destructor). resize keeps nothing
+// and reallocates only when growing; size() is the last size asked for.
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(std::size_t n) { resize(n); }
+  ~Buffer() { device_free(data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      device_free(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      capacity_ = std::exchange(o.capacity_, 0);
+    }
+    return *this;
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return capacity_; }
+  void resize(std::size_t n) {
+    if (n > capacity_) {
+      device_free(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      data_ = static_cast<T*>(device_alloc(n * sizeof(T)));
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+// Synchronous on the workspace's stream (enqueued there, then the stream is synchronized).
+void copy_to_host(Workspace&, void* h_dst, const void* d_src, std::size_t bytes);
+void copy_to_device(Workspace&, void* d_dst, const void* h_src, std::size_t bytes);
+
+// core::accumulate: residual += grad in place (acc lives in residual). residual_sq: the sum of the
+// squares of the residual BEFORE adding (core::accumulate's residual_sq; summed in double, in
+// another order than the CPU's, so equal to rounding only) when want_sq, else 0. first_bad: the
+// smallest i where grad[i] or the sum is not finite (-1: all finite; core::accumulate's
+// finite == (first_bad < 0)); every element is written either way. Synchronizes.
+struct AccumulateResult {
+  double residual_sq = 0;
+  std::int64_t first_bad = -1;
+};
+AccumulateResult accumulate(Workspace&, float* d_residual, const float* d_grad, std::int64_t n,
+                            bool want_sq);
+
+// core::max_abs: the largest |x| as the unsigned max of the sign-cleared bits (0 for n = 0; a NaN
+// wins over every number, as on the CPU). Synchronizes.
+float max_abs(Workspace&, const float* d_x, std::int64_t n);
+
+// core::select_threshold: out[j] = offset + i for every |part[i]| >= thr (NaN never), in increasing
+// order; returns the count. d_out needs room for the count (n entries always suffice); nothing past
+// the count is written. n < 2^32. Synchronizes.
+std::int64_t select_threshold(Workspace&, const float* d_part, std::int64_t n, float thr,
+                              std::uint32_t offset, std::uint32_t* d_out);
+
+// The ladder's count pass: the count and the bins of core::count_ladder_candidates(part, grid,
+// bins, ...): h_bins has grid.rungs host entries, ADDED to. Returns the number of candidates.
+// The grid as the CPU accepts it (2..257 rungs, 0..10 mantissa bits). Synchronizes.
+std::int64_t ladder_count(Workspace&, const float* d_part, std::int64_t n, const LadderGrid& grid,
+                          std::int64_t* h_bins);
+
+// The exact controller's own cut: exactly the indices, in order, that core::take_cut(idx, abs,
+// count, grid, rung, quota) keeps of core::collect_ladder_candidates(part, offset, grid, ...): bins
+// above `rung` whole, and the `quota` largest of bin `rung` resolved to 1/256 sub-bins, ties to the
+// lower index (the top rung is open-ended: its sub-bin is the 8 bits below each value's own key,
+// as on the CPU). Throws InvalidArgument where the CPU does (rung outside 0..rungs-1, quota < 0,
+// quota above the bin's count). d_out: room for the count. Synchronizes.
+std::int64_t take_cut(Workspace&, const float* d_part, std::int64_t n, std::uint32_t offset,
+                      const LadderGrid& grid, int rung, std::int64_t quota, std::uint32_t* d_out);
+
+// out[j] = x[idx[j]] for j < m.
+void gather(Workspace&, const float* d_x, const std::uint32_t* d_idx, std::int64_t m, float* d_out);
+
+// BlockLayout::count_per_block: h_hits[b] += how many of the m indices lie in block b, with
+// block_of as in core/partition.hpp (the last block holds the remainder); h_hits has n_blocks host
+// entries. Synchronizes.
+void count_per_block(Workspace&, const std::uint32_t* d_idx, std::int64_t m,
+                     std::int64_t block_size, std::int64_t n_blocks, std::uint32_t* h_hits);
+
+// Error feedback's sparse update: grad = 0 except grad[idx[j]] = sums[j] * scale, and
+// residual[idx[j]] = 0 (the indices distinct and below n, as the gathered selection is).
+void scatter_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n,
+                    const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale);
+
+// The dense case: grad[i] = sums[i] * scale; residual[i] = 0.
+void dense_update(Workspace&, float* d_grad, float* d_residual, const float* d_sums,
+                  std::int64_t n, float scale);
+
+}  // namespace exdyna::core::device

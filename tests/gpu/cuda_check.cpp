@@ -1,0 +1,572 @@
+// exdyna_cuda_check: every function of core/device_kernels.hpp against its CPU counterpart on the
+// same data (random and adversarial: sizes 1, 31, 1000, 2^20 + 7 and 25M; thresholds selecting
+// nothing, a few, about 1 %, half and everything; NaN, Inf, -0 and denormals in the input; exact
+// ties and ties inside one 1/256 sub-bin; every kind of ladder (the paper-mode ladder of 129 rungs
+// at 16 per octave, the cold ladder, 33 rungs at 4 per octave, 257 rungs at 1024 per octave, a
+// ladder from 0, a ladder at the top of the floats); cuts at rung 0, the top rung and the rungs
+// that hold values, with quota 0, 1, a part and the whole bin; offsets 0, large, and wrapping past
+// 2^32; a misaligned partition pointer for the scalar paths).
+//
+// Plain main, no test framework: exits 0 when everything matched, 1 on the first mismatch (printed
+// with what differs), 77 when no CUDA device is present (CTest: skipped), 2 on bad arguments.
+//   exdyna_cuda_check [--quick]   (--quick: without the 25M inputs)
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "exdyna/core/device_kernels.hpp"
+#include "exdyna/core/error.hpp"
+#include "exdyna/core/ladder_cut.hpp"
+#include "exdyna/core/partition.hpp"
+#include "exdyna/core/reductions.hpp"
+#include "exdyna/core/selection.hpp"
+
+namespace core = exdyna::core;
+namespace dev = exdyna::core::device;
+
+namespace {
+
+long g_checks = 0;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "exdyna_cuda_check: MISMATCH: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+template <typename... A>
+std::string str(const A&... a) {
+  return exdyna::detail::concat(a...);
+}
+
+std::uint32_t bits(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+float from_bits(std::uint32_t u) {
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+std::string fstr(float v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g (0x%08x)", static_cast<double>(v), bits(v));
+  return b;
+}
+
+// The first index where two index vectors differ, for the message.
+template <typename T>
+void compare_vectors(const std::vector<T>& cpu, const std::vector<T>& gpu, std::size_t count,
+                     const std::string& ctx) {
+  for (std::size_t j = 0; j < count; ++j)
+    if (cpu[j] != gpu[j])
+      fail(str(ctx, ": entry ", j, " of ", count, ": cpu ", cpu[j], ", gpu ", gpu[j]));
+}
+
+// ---- inputs ----
+
+struct Input {
+  std::string name;
+  std::vector<float> x;
+};
+
+std::vector<float> gaussian(std::size_t n, std::mt19937_64& rng, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+// Sprinkles NaN, +-Inf, -0, denormals, FLT_MAX and exact zeros.
+void add_specials(std::vector<float>& x, std::mt19937_64& rng) {
+  if (x.empty()) return;
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            0.0f,
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f,
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            from_bits(0x7f800001u)};  // a signalling NaN's bits
+  std::uniform_int_distribution<std::size_t> pos(0, x.size() - 1);
+  const std::size_t count = std::max<std::size_t>(1, x.size() / 500);
+  for (std::size_t i = 0; i < count; ++i) x[pos(rng)] = specials[i % std::size(specials)];
+}
+
+// Many exact ties (a few distinct magnitudes) and near-ties inside one sub-bin (the same top
+// mantissa bits, different low bits), with random signs.
+std::vector<float> ties(std::size_t n, std::mt19937_64& rng) {
+  std::vector<float> mags;
+  for (int e = -6; e <= 2; ++e)
+    for (int k = 0; k < 4; ++k) mags.push_back(std::ldexp(1.0f + 0.25f * k, e));
+  const std::uint32_t base = bits(0.75f);
+  for (std::uint32_t low = 0; low < 16; ++low) mags.push_back(from_bits(base | low));  // one sub-bin
+  for (std::uint32_t low = 0; low < 8; ++low)
+    mags.push_back(from_bits(base + (low << 12)));  // neighbouring sub-bins at 16 per octave
+  std::uniform_int_distribution<std::size_t> pick(0, mags.size() - 1);
+  std::bernoulli_distribution neg(0.5), zero(0.3);
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    v = zero(rng) ? 0.0f : mags[pick(rng)];
+    if (neg(rng)) v = -v;
+  }
+  return x;
+}
+
+std::vector<Input> inputs_of(std::size_t n, std::mt19937_64& rng, bool all_kinds) {
+  std::vector<Input> in;
+  in.push_back({"gaussian", gaussian(n, rng, 1e-3f)});
+  if (all_kinds) {
+    auto s = gaussian(n, rng, 1.0f);
+    add_specials(s, rng);
+    in.push_back({"gaussian+specials", std::move(s)});
+    in.push_back({"ties", ties(n, rng)});
+    in.push_back({"zeros", std::vector<float>(n, 0.0f)});
+  } else {
+    auto t = ties(n, rng);
+    add_specials(t, rng);
+    in.push_back({"ties+specials", std::move(t)});
+  }
+  return in;
+}
+
+// ---- thresholds and grids derived from the data ----
+
+// |x| sorted descending, NaN left out.
+std::vector<float> sorted_abs(const std::vector<float>& x) {
+  std::vector<float> a;
+  a.reserve(x.size());
+  for (float v : x)
+    if (!std::isnan(v)) a.push_back(std::fabs(v));
+  std::sort(a.begin(), a.end(), std::greater<float>());
+  return a;
+}
+
+std::vector<float> thresholds_of(const std::vector<float>& sa) {
+  std::vector<float> t = {0.0f,                                     // everything but NaN
+                          std::numeric_limits<float>::denorm_min(),  // everything but zeros
+                          std::numeric_limits<float>::infinity(),    // only Inf
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::quiet_NaN()};  // nothing
+  if (!sa.empty()) {
+    t.push_back(std::nextafter(sa.front(), std::numeric_limits<float>::infinity()));  // nothing
+    t.push_back(sa.front());                                                    // the max
+    for (double q : {0.0001, 0.001, 0.01, 0.5})
+      t.push_back(sa[std::min(sa.size() - 1, static_cast<std::size_t>(q * sa.size()))]);
+    t.push_back(sa[std::min<std::size_t>(sa.size() - 1, 2)]);  // a few
+  }
+  return t;
+}
+
+std::vector<std::pair<std::string, core::LadderGrid>> grids_of(const std::vector<float>& sa) {
+  std::vector<std::pair<std::string, core::LadderGrid>> g;
+  const float max_abs = sa.empty() ? 1.0f : std::min(sa.front(), std::numeric_limits<float>::max());
+  float thr = sa.empty() ? 1e-3f : sa[std::min(sa.size() - 1, sa.size() / 100)];
+  if (!(thr > 0)) thr = 1e-3f;
+  auto around = [&](int m, int rungs, int below) {
+    core::LadderGrid l;
+    l.mant_bits = m;
+    l.rungs = rungs;
+    const std::uint32_t c = core::ladder_key(thr, m);
+    l.lo_key = c > static_cast<std::uint32_t>(below) ? c - static_cast<std::uint32_t>(below) : 0;
+    return l;
+  };
+  g.push_back({"m4x129", around(4, 129, 64)});
+  g.push_back({"cold129", core::cold_ladder(max_abs, 129)});
+  g.push_back({"m2x33", around(2, 33, 16)});
+  g.push_back({"m10x257", around(10, 257, 128)});
+  g.push_back({"m7x256", around(7, 256, 200)});
+  g.push_back({"m0x2", around(0, 2, 1)});
+  core::LadderGrid zero;  // rung 0 = 0: every value but NaN is a candidate
+  zero.mant_bits = 3;
+  zero.rungs = 100;
+  zero.lo_key = 0;
+  g.push_back({"from0", zero});
+  core::LadderGrid top;  // rungs at and past Inf (value() clamps to Inf)
+  top.mant_bits = 1;
+  top.rungs = 8;
+  top.lo_key = (0x7f800000u >> 22) - 4;
+  g.push_back({"at_inf", top});
+  core::LadderGrid past = top;  // every rung at Inf: Inf's key lies below lo_key (the bin wraps)
+  past.lo_key = (0x7f800000u >> 22) + 2;
+  g.push_back({"past_inf", past});
+  return g;
+}
+
+// ---- the checks ----
+
+void check_select(dev::Workspace& ws, std::span<const float> part, const float* d_part,
+                  dev::Buffer<std::uint32_t>& d_out, float thr, std::uint32_t offset,
+                  const std::string& ctx) {
+  std::vector<std::uint32_t> cpu(part.size() + 1), gpu(part.size() + 1);
+  const std::size_t c = core::select_threshold(part, thr, offset, cpu.data());
+  const std::int64_t g =
+      dev::select_threshold(ws, d_part, static_cast<std::int64_t>(part.size()), thr, offset,
+                            d_out.data());
+  const std::string where = str(ctx, " select_threshold thr=", fstr(thr), " offset=", offset);
+  if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
+  dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
+  compare_vectors(cpu, gpu, c, where);
+  ++g_checks;
+}
+
+void check_ladder(dev::Workspace& ws, std::span<const float> part, const float* d_part,
+                  const core::LadderGrid& grid, const std::string& ctx) {
+  const auto R = static_cast<std::size_t>(grid.rungs);
+  std::vector<std::int64_t> cpu(R), gpu(R);
+  for (std::size_t j = 0; j < R; ++j) cpu[j] = gpu[j] = static_cast<std::int64_t>(3 * j + 1);
+  std::vector<std::uint8_t> scratch(part.size() + 64);
+  const std::size_t c = core::count_ladder_candidates(part, grid, cpu.data(), scratch.data());
+  const std::int64_t g =
+      dev::ladder_count(ws, d_part, static_cast<std::int64_t>(part.size()), grid, gpu.data());
+  const std::string where = str(ctx, " ladder_count m=", grid.mant_bits, " R=", grid.rungs,
+                                " lo_key=", grid.lo_key);
+  if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
+  compare_vectors(cpu, gpu, R, where + " bins");
+  ++g_checks;
+}
+
+// Every cut of interest on one grid: CPU collect + take_cut against the device's take_cut.
+void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_part,
+                dev::Buffer<std::uint32_t>& d_out, const core::LadderGrid& grid,
+                std::uint32_t offset, bool many, const std::string& ctx) {
+  const std::size_t n = part.size();
+  const auto R = grid.rungs;
+  std::vector<std::uint32_t> idx(n + 64);
+  std::vector<float> abs(n + 64);
+  std::vector<std::int64_t> bins(static_cast<std::size_t>(R), 0);
+  const std::size_t count =
+      core::collect_ladder_candidates(part, offset, grid, idx.data(), abs.data(), bins.data());
+  // The rungs: 0, the top, and (many: all, else a few) of those that hold values.
+  std::vector<int> rungs = {0, R - 1};
+  std::vector<int> held;
+  for (int j = 0; j < R; ++j)
+    if (bins[static_cast<std::size_t>(j)] > 0) held.push_back(j);
+  if (many || held.size() <= 4) {
+    rungs.insert(rungs.end(), held.begin(), held.end());
+  } else {
+    rungs.push_back(held.front());
+    rungs.push_back(held[held.size() / 2]);
+    rungs.push_back(held.back());
+  }
+  std::sort(rungs.begin(), rungs.end());
+  rungs.erase(std::unique(rungs.begin(), rungs.end()), rungs.end());
+  std::vector<std::uint32_t> cidx(n + 64), gpu(n + 64);
+  std::vector<float> cabs(n + 64);
+  for (const int r : rungs) {
+    const std::int64_t in_bin = bins[static_cast<std::size_t>(r)];
+    std::vector<std::int64_t> quotas = {0, 1, in_bin / 3, in_bin - 1, in_bin};
+    std::sort(quotas.begin(), quotas.end());
+    quotas.erase(std::unique(quotas.begin(), quotas.end()), quotas.end());
+    for (const std::int64_t q : quotas) {
+      if (q < 0 || q > in_bin) continue;
+      std::copy_n(idx.begin(), count, cidx.begin());
+      std::copy_n(abs.begin(), count, cabs.begin());
+      const std::size_t c = core::take_cut(cidx.data(), cabs.data(), count, grid, r, q);
+      const std::int64_t g = dev::take_cut(ws, d_part, static_cast<std::int64_t>(n), offset, grid,
+                                           r, q, d_out.data());
+      const std::string where = str(ctx, " take_cut m=", grid.mant_bits, " R=", R, " lo_key=",
+                                    grid.lo_key, " rung=", r, " quota=", q, " (bin holds ", in_bin,
+                                    ", candidates ", count, ") offset=", offset);
+      if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
+      dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
+      compare_vectors(cidx, gpu, c, where);
+      ++g_checks;
+    }
+    // A quota above the bin's count: refused on both.
+    bool cpu_threw = false, gpu_threw = false;
+    std::copy_n(idx.begin(), count, cidx.begin());
+    std::copy_n(abs.begin(), count, cabs.begin());
+    try {
+      core::take_cut(cidx.data(), cabs.data(), count, grid, r, in_bin + 1);
+    } catch (const exdyna::InvalidArgument&) {
+      cpu_threw = true;
+    }
+    try {
+      dev::take_cut(ws, d_part, static_cast<std::int64_t>(n), offset, grid, r, in_bin + 1,
+                    d_out.data());
+    } catch (const exdyna::InvalidArgument&) {
+      gpu_threw = true;
+    }
+    if (cpu_threw != gpu_threw)
+      fail(str(ctx, " take_cut rung=", r, " quota=", in_bin + 1, " over the bin: cpu threw ",
+               cpu_threw, ", gpu threw ", gpu_threw));
+    ++g_checks;
+  }
+}
+
+void check_reductions(dev::Workspace& ws, const std::vector<float>& residual,
+                      const std::vector<float>& grad, const std::string& ctx) {
+  const std::size_t n = residual.size();
+  dev::Buffer<float> d_r(n + 1), d_g(n + 1);
+  for (const int shift : {0, 1}) {  // aligned, and one float off (the scalar path)
+    if (shift == 1 && n < 2) continue;
+    const std::size_t m = n - static_cast<std::size_t>(shift);
+    std::vector<float> r(residual.begin() + shift, residual.end());
+    std::vector<float> g(grad.begin() + shift, grad.end());
+    dev::copy_to_device(ws, d_r.data() + shift, r.data(), m * sizeof(float));
+    dev::copy_to_device(ws, d_g.data() + shift, g.data(), m * sizeof(float));
+    const std::string where = str(ctx, shift ? " (misaligned)" : "");
+
+    // max_abs (before the accumulate changes the residual)
+    const float cpu_max = core::max_abs(r);
+    const float gpu_max = dev::max_abs(ws, d_r.data() + shift, static_cast<std::int64_t>(m));
+    if (bits(cpu_max) != bits(gpu_max))
+      fail(str(where, " max_abs: cpu ", fstr(cpu_max), ", gpu ", fstr(gpu_max)));
+    ++g_checks;
+
+    for (const bool want_sq : {true, false}) {
+      std::vector<float> cr = r;
+      dev::copy_to_device(ws, d_r.data() + shift, r.data(), m * sizeof(float));
+      const core::AccumulateResult ca = core::accumulate(cr, g);
+      std::int64_t first_bad = -1;
+      for (std::size_t i = 0; i < m; ++i)
+        if (!std::isfinite(g[i]) || !std::isfinite(cr[i])) {
+          first_bad = static_cast<std::int64_t>(i);
+          break;
+        }
+      if ((first_bad < 0) != ca.finite)
+        fail(str(where, " accumulate: the reference's first bad index ", first_bad,
+                 " disagrees with core::accumulate's finite = ", ca.finite));
+      const dev::AccumulateResult ga = dev::accumulate(ws, d_r.data() + shift, d_g.data() + shift,
+                                                       static_cast<std::int64_t>(m), want_sq);
+      if (ga.first_bad != first_bad)
+        fail(str(where, " accumulate first_bad: cpu ", first_bad, ", gpu ", ga.first_bad));
+      if (want_sq) {
+        const double a = ca.residual_sq, b = ga.residual_sq;
+        const bool same_class = std::isnan(a) == std::isnan(b) && std::isinf(a) == std::isinf(b);
+        const bool close = !std::isfinite(a) || std::fabs(a - b) <= 1e-4 * std::fabs(a) + 1e-30;
+        if (!same_class || !close)
+          fail(str(where, " accumulate residual_sq: cpu ", a, ", gpu ", b));
+      } else if (ga.residual_sq != 0) {
+        fail(str(where, " accumulate residual_sq without want_sq: ", ga.residual_sq));
+      }
+      std::vector<float> gr(m);
+      dev::copy_to_host(ws, gr.data(), d_r.data() + shift, m * sizeof(float));
+      for (std::size_t i = 0; i < m; ++i)
+        if (bits(cr[i]) != bits(gr[i]) && !(std::isnan(cr[i]) && std::isnan(gr[i])))
+          fail(str(where, " accumulate acc[", i, "]: cpu ", fstr(cr[i]), ", gpu ", fstr(gr[i]),
+                   " (residual ", fstr(r[i]), ", grad ", fstr(g[i]), ")"));
+      ++g_checks;
+    }
+  }
+}
+
+void check_updates(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng,
+                   const std::string& ctx) {
+  if (n == 0) return;
+  // A selection: about 1 % of the indices (at least one), increasing, and the last one.
+  std::vector<std::uint32_t> idx;
+  std::bernoulli_distribution take(0.01);
+  for (std::size_t i = 0; i + 1 < n; ++i)
+    if (take(rng)) idx.push_back(static_cast<std::uint32_t>(i));
+  idx.push_back(static_cast<std::uint32_t>(n - 1));
+  const std::size_t m = idx.size();
+  const std::vector<float> x = gaussian(n, rng, 1.0f);
+  const std::vector<float> sums = gaussian(m, rng, 3.0f);
+  const std::vector<float> dense_sums = gaussian(n, rng, 3.0f);
+  const float scale = 1.0f / 7.0f;
+
+  dev::Buffer<float> d_x(n), d_grad(n), d_res(n), d_sums(std::max(n, m)), d_out(m);
+  dev::Buffer<std::uint32_t> d_idx(m);
+  dev::copy_to_device(ws, d_x.data(), x.data(), n * 4);
+  dev::copy_to_device(ws, d_idx.data(), idx.data(), m * 4);
+
+  // gather
+  dev::gather(ws, d_x.data(), d_idx.data(), static_cast<std::int64_t>(m), d_out.data());
+  std::vector<float> got(m);
+  dev::copy_to_host(ws, got.data(), d_out.data(), m * 4);
+  for (std::size_t j = 0; j < m; ++j)
+    if (bits(got[j]) != bits(x[idx[j]]))
+      fail(str(ctx, " gather[", j, "]: cpu ", fstr(x[idx[j]]), ", gpu ", fstr(got[j])));
+  ++g_checks;
+
+  // count_per_block on the layouts of 8 workers (1024 blocks, or the small-n fallbacks) and of
+  // one worker with many blocks (the global-counter path).
+  const std::pair<int, std::int64_t> layouts[] = {{8, 1024}, {1, 20000}, {1, 1}};
+  for (const auto& [workers, nb] : layouts) {
+    if (static_cast<std::int64_t>(n) < workers) continue;
+    const core::BlockLayout layout = core::make_block_layout(static_cast<std::int64_t>(n), workers, nb);
+    std::vector<std::uint32_t> cpu(static_cast<std::size_t>(layout.n_blocks), 5),
+        gpu(static_cast<std::size_t>(layout.n_blocks), 5);
+    layout.count_per_block(idx, cpu);
+    dev::count_per_block(ws, d_idx.data(), static_cast<std::int64_t>(m), layout.block_size,
+                         layout.n_blocks, gpu.data());
+    compare_vectors(cpu, gpu, cpu.size(),
+                    str(ctx, " count_per_block n_b=", layout.n_blocks, " size=", layout.block_size));
+    ++g_checks;
+  }
+
+  // scatter_update
+  {
+    std::vector<float> grad = gaussian(n, rng, 1.0f), res = gaussian(n, rng, 1.0f);
+    dev::copy_to_device(ws, d_grad.data(), grad.data(), n * 4);
+    dev::copy_to_device(ws, d_res.data(), res.data(), n * 4);
+    dev::copy_to_device(ws, d_sums.data(), sums.data(), m * 4);
+    dev::scatter_update(ws, d_grad.data(), d_res.data(), static_cast<std::int64_t>(n),
+                        d_idx.data(), d_sums.data(), static_cast<std::int64_t>(m), scale);
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    for (std::size_t j = 0; j < m; ++j) {
+      grad[idx[j]] = sums[j] * scale;
+      res[idx[j]] = 0.0f;
+    }
+    std::vector<float> gg(n), gr(n);
+    dev::copy_to_host(ws, gg.data(), d_grad.data(), n * 4);
+    dev::copy_to_host(ws, gr.data(), d_res.data(), n * 4);
+    for (std::size_t i = 0; i < n; ++i)
+      if (bits(gg[i]) != bits(grad[i]) || bits(gr[i]) != bits(res[i]))
+        fail(str(ctx, " scatter_update [", i, "]: grad cpu ", fstr(grad[i]), " gpu ", fstr(gg[i]),
+                 ", residual cpu ", fstr(res[i]), " gpu ", fstr(gr[i])));
+    ++g_checks;
+  }
+
+  // dense_update, aligned and one float off
+  for (const std::size_t shift : {std::size_t{0}, std::size_t{1}}) {
+    if (shift >= n) continue;
+    const std::size_t k = n - shift;
+    std::vector<float> res = gaussian(k, rng, 1.0f), grad(k);
+    dev::copy_to_device(ws, d_res.data() + shift, res.data(), k * 4);
+    dev::copy_to_device(ws, d_sums.data() + shift, dense_sums.data(), k * 4);
+    dev::dense_update(ws, d_grad.data() + shift, d_res.data() + shift, d_sums.data() + shift,
+                      static_cast<std::int64_t>(k), scale);
+    std::vector<float> gg(k), gr(k);
+    dev::copy_to_host(ws, gg.data(), d_grad.data() + shift, k * 4);
+    dev::copy_to_host(ws, gr.data(), d_res.data() + shift, k * 4);
+    for (std::size_t i = 0; i < k; ++i)
+      if (bits(gg[i]) != bits(dense_sums[i] * scale) || bits(gr[i]) != 0)
+        fail(str(ctx, " dense_update [", i, "] shift ", shift, ": grad cpu ",
+                 fstr(dense_sums[i] * scale), " gpu ", fstr(gg[i]), ", residual gpu ",
+                 fstr(gr[i])));
+    ++g_checks;
+  }
+}
+
+void run_size(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng) {
+  const bool big = n > (std::size_t{1} << 22);
+  std::printf("n = %zu\n", n);
+  std::fflush(stdout);
+  dev::Buffer<float> d_x(n + 4);
+  dev::Buffer<std::uint32_t> d_out(n + 4);
+  for (const Input& in : inputs_of(n, rng, !big)) {
+    const std::string ctx = str("n=", n, " ", in.name);
+    const std::vector<float> sa = sorted_abs(in.x);
+    // The partition at an aligned pointer and (small inputs) at one float off.
+    for (const std::size_t shift : {std::size_t{0}, std::size_t{1}}) {
+      if (shift == 1 && big) continue;
+      dev::copy_to_device(ws, d_x.data() + shift, in.x.data(), n * sizeof(float));
+      const float* d_part = d_x.data() + shift;
+      const std::string c2 = shift ? ctx + " (misaligned)" : ctx;
+      const std::vector<std::uint32_t> offsets =
+          big ? std::vector<std::uint32_t>{0u, 3'000'000u}
+              : std::vector<std::uint32_t>{0u, 123'456'789u,
+                                           0xffffffffu - static_cast<std::uint32_t>(n / 2)};
+      for (const float thr : thresholds_of(sa))
+        for (const std::uint32_t off : offsets) check_select(ws, in.x, d_part, d_out, thr, off, c2);
+      for (const auto& [gname, grid] : grids_of(sa)) {
+        check_ladder(ws, in.x, d_part, grid, c2 + " " + gname);
+        if (big && gname != "m4x129" && gname != "cold129" && gname != "m2x33") continue;
+        check_cuts(ws, in.x, d_part, d_out, grid, offsets[shift == 0 ? offsets.size() - 1 : 0],
+                   !big, c2 + " " + gname);
+      }
+    }
+    std::printf("  %-20s ok (%ld checks so far)\n", in.name.c_str(), g_checks);
+    std::fflush(stdout);
+  }
+  // The reductions on a residual and a gradient (with specials in one of them).
+  {
+    std::vector<float> r = gaussian(n, rng, 1e-2f), g = gaussian(n, rng, 1e-3f);
+    check_reductions(ws, r, g, str("n=", n, " finite"));
+    if (!big) {
+      add_specials(g, rng);
+      check_reductions(ws, r, g, str("n=", n, " grad with specials"));
+      std::vector<float> r2 = gaussian(n, rng, 1.0f);
+      add_specials(r2, rng);
+      check_reductions(ws, r2, gaussian(n, rng, 1.0f), str("n=", n, " residual with specials"));
+    }
+  }
+  check_updates(ws, n, rng, str("n=", n));
+  std::printf("  reductions, updates ok (%ld checks so far)\n", g_checks);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: exdyna_cuda_check [--quick]\n"
+          "Compares every function of core/device_kernels.hpp with its CPU counterpart on random\n"
+          "and adversarial inputs. Exit 0: all equal; 1: a mismatch (printed); 77: no CUDA\n"
+          "device; 2: bad arguments. --quick leaves out the 25M-element inputs.\n");
+      return 0;
+    }
+    if (a == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "exdyna_cuda_check: unknown argument %s (try --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (!dev::available()) {
+    std::printf("exdyna_cuda_check: no CUDA device: skipped (exit 77)\n");
+    return 77;
+  }
+  try {
+    dev::Workspace ws;
+    std::mt19937_64 rng(20240611);
+    std::vector<std::size_t> sizes = {1, 31, 1000, (std::size_t{1} << 20) + 7};
+    if (!quick) sizes.push_back(25'000'000);
+    for (const std::size_t n : sizes) run_size(ws, n, rng);
+    // Empty inputs: nothing selected, nothing counted, nothing written.
+    {
+      std::vector<std::int64_t> bins(33, 7);
+      core::LadderGrid grid;
+      dev::Buffer<std::uint32_t> out(1);
+      if (dev::select_threshold(ws, nullptr, 0, 0.0f, 0, out.data()) != 0 ||
+          dev::ladder_count(ws, nullptr, 0, grid, bins.data()) != 0 ||
+          dev::take_cut(ws, nullptr, 0, 0, grid, 3, 0, out.data()) != 0 ||
+          dev::max_abs(ws, nullptr, 0) != 0.0f ||
+          dev::accumulate(ws, nullptr, nullptr, 0, true).first_bad != -1)
+        fail("empty inputs");
+      for (auto b : bins)
+        if (b != 7) fail("ladder_count on an empty partition changed the bins");
+      ++g_checks;
+    }
+    // Grids the CPU refuses are refused alike.
+    {
+      core::LadderGrid bad;
+      bad.rungs = 258;
+      std::vector<std::int64_t> bins(258);
+      dev::Buffer<float> x(4);
+      bool threw = false;
+      try {
+        dev::ladder_count(ws, x.data(), 4, bad, bins.data());
+      } catch (const exdyna::InvalidArgument&) {
+        threw = true;
+      }
+      if (!threw) fail("ladder_count accepted a ladder of 258 rungs");
+      ++g_checks;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "exdyna_cuda_check: error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("exdyna_cuda_check: all %ld checks passed\n", g_checks);
+  return 0;
+}
