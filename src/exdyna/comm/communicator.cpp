@@ -118,6 +118,34 @@ void Communicator::allreduce_sum(std::span<float> data) {
   do_allreduce_f32(data);
 }
 
+void Communicator::allgather_list_device(const void* mine, std::size_t elem_size,
+                                         std::span<const std::int64_t> counts, GatherMode mode,
+                                         void* out) {
+  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()), "allgather_list_device: ",
+                   counts.size(), " counts given, expected one per rank (", size(), ")");
+  count_allgatherv(elem_size, counts, mode,
+                   static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]));
+  const CpuMeter meter(*this);
+  do_allgatherv_device(mine, elem_size, counts, mode, out);
+}
+
+void Communicator::allreduce_sum_device(float* data, std::size_t n) {
+  bytes_.allreduce += n * sizeof(float);
+  const CpuMeter meter(*this);
+  do_allreduce_f32_device(data, n);
+}
+
+void Communicator::do_allgatherv_device(const void*, std::size_t, std::span<const std::int64_t>,
+                                        GatherMode, void*) {
+  throw InvalidArgument(detail::concat("engine '", engine(),
+                                       "' takes no device buffers; the GPU path needs a "
+                                       "torch.distributed group (NCCL, or Gloo with CUDA tensors)"));
+}
+
+void Communicator::do_allreduce_f32_device(float*, std::size_t) {
+  do_allgatherv_device(nullptr, 0, {}, GatherMode::kPadded, nullptr);
+}
+
 void Communicator::allreduce_sum(std::span<double> data) {
   bytes_.allreduce += data.size_bytes();
   const CpuMeter meter(*this);

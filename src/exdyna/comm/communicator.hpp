@@ -85,6 +85,15 @@ class Communicator {
 
   void barrier();
 
+  // The same collectives on buffers in CUDA device memory, for the engines over a group that takes
+  // them (the process-group engine over NCCL, or over Gloo with CUDA tensors): the GPU path's
+  // indices and values never cross to the host. counts stay on the host, as every rank knows them.
+  // Bytes are counted as allgather_list and allreduce_sum count them. The other engines refuse.
+  virtual bool takes_device_buffers() const { return false; }
+  void allgather_list_device(const void* mine, std::size_t elem_size,
+                             std::span<const std::int64_t> counts, GatherMode mode, void* out);
+  void allreduce_sum_device(float* data, std::size_t n);
+
   // Logical payload of collectives since construction or reset_bytes() (see ByteCounts).
   const ByteCounts& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = {}; }
@@ -140,6 +149,11 @@ class Communicator {
   // all-gather), so the counts stay honest.
   void add_allreduce_bytes(std::uint64_t b) { bytes_.allreduce += b; }
   virtual void do_barrier() = 0;
+  // Device buffers (see allgather_list_device); the defaults refuse, naming the engine.
+  virtual void do_allgatherv_device(const void* mine, std::size_t elem_size,
+                                    std::span<const std::int64_t> counts, GatherMode mode,
+                                    void* out);
+  virtual void do_allreduce_f32_device(float* data, std::size_t n);
 
  private:
   void count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,

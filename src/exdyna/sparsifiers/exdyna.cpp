@@ -109,24 +109,10 @@ std::string ExDyna::fingerprint() const {
 void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
                   StepStats& stats) {
   const int n = cfg_.world_size;
-  EXDYNA_CHECK_ARG(comm.size() == n && comm.rank() == cfg_.rank, "exdyna was configured for rank ",
-                   cfg_.rank, " of ", n, " but the communicator is rank ", comm.rank(), " of ",
-                   comm.size());
-  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "exdyna got ", acc.size(),
-                   " gradients; expected n_g = ", cfg_.n_g);
   const std::int64_t t = iteration_;
   core::Stopwatch sw;
-
-  // Alg. 3 line 29-31 (the adjustment itself ran at the end of the previous step).
-  const int alloc = core::Partitions::allocation(t, cfg_.rank, n);
-  const core::ElementRange range = parts_.range(alloc);
+  const core::ElementRange range = begin_step(comm, static_cast<std::int64_t>(acc.size()), stats);
   const float thr = static_cast<float>(threshold_);
-  stats.threshold = threshold_;
-  stats.k_target = k_;
-  stats.target_density = cfg_.density;
-  stats.alloc_per_worker.resize(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) stats.alloc_per_worker[i] = core::Partitions::allocation(t, i, n);
-  stats.blocks_per_partition.assign(parts_.blocks().begin(), parts_.blocks().end());
   stats.times.other += sw.lap();
 
   // Alg. 4 on this worker's partition.
@@ -152,7 +138,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     if (cold) {
       stats.times.select += sw.lap();
       select_cpu_lap();
-      grid = cold_grid(part, comm);
+      grid = cold_grid(core::max_abs(part), comm);
       stats.times.allgather += sw.lap();
       cpu = core::thread_cpu_seconds();
     } else {
@@ -207,19 +193,49 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 
+  if (cfg_.exdyna.balance == core::Balance::kExact) {
+    std::fill(block_hits_.begin(), block_hits_.end(), 0u);
+    parts_.layout().count_per_block(out.indices, block_hits_);
+  }
+  end_step(grid, per_rank, cold, static_cast<std::int64_t>(out.indices.size()), stats);
+  stats.times.other += sw.lap();
+}
+
+core::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std::int64_t acc_size,
+                                      StepStats& stats) {
+  const int n = cfg_.world_size;
+  EXDYNA_CHECK_ARG(comm.size() == n && comm.rank() == cfg_.rank, "exdyna was configured for rank ",
+                   cfg_.rank, " of ", n, " but the communicator is rank ", comm.rank(), " of ",
+                   comm.size());
+  EXDYNA_CHECK_ARG(acc_size == cfg_.n_g, "exdyna got ", acc_size, " gradients; expected n_g = ",
+                   cfg_.n_g);
+  // Alg. 3 line 29-31 (the adjustment itself ran at the end of the previous step).
+  const std::int64_t t = iteration_;
+  stats.threshold = threshold_;
+  stats.k_target = k_;
+  stats.target_density = cfg_.density;
+  stats.alloc_per_worker.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) stats.alloc_per_worker[i] = core::Partitions::allocation(t, i, n);
+  stats.blocks_per_partition.assign(parts_.blocks().begin(), parts_.blocks().end());
+  return parts_.range(core::Partitions::allocation(t, cfg_.rank, n));
+}
+
+void ExDyna::end_step(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+                      std::int64_t gathered, StepStats& stats) {
   // Statistics, then Alg. 5 and Alg. 3 for the next step.
+  const std::int64_t t = iteration_;
+  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
   stats.k_per_worker.assign(counts_.begin(), counts_.end());
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
   plan_next_threshold(grid, per_rank, cold, stats);
   next_cut_ = exact && worker_cap_ > 0 ? predicted_cut(grid, per_rank, t) : PredictedCut{};
   if (cfg_.exdyna.balance == core::Balance::kExact)
-    balance_exact(out.indices);
+    balance_exact(gathered);
   else
     parts_.adjust_paper(counts_, t);
   std::copy(counts_.begin(), counts_.end(), prev_counts_.begin());
   ++iteration_;
-  stats.times.other += sw.lap();
 }
 
 // Alg. 5 (or the histogram/exact controller): the threshold, and the ladder's reach, of the next
@@ -414,13 +430,11 @@ bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
          kTwoPassShare * static_cast<double>(parts_.range(next).size());
 }
 
-void ExDyna::balance_exact(std::span<const Index> gathered) {
+void ExDyna::balance_exact(std::int64_t gathered) {
   // Every rank holds the same gathered indices, so every rank computes the same boundaries.
-  std::fill(block_hits_.begin(), block_hits_.end(), 0u);
-  parts_.layout().count_per_block(gathered, block_hits_);
   // Shares, not counts: while the threshold is still moving, one iteration's k' may be many
   // times the next one's, and raw counts would let it dominate the smoothed load.
-  const double share = 1.0 / static_cast<double>(gathered.size());
+  const double share = 1.0 / static_cast<double>(gathered);
   const double keep = block_load_.empty() ? 0.0 : 1.0 - kBalanceWeight;
   const double add = block_load_.empty() ? share : kBalanceWeight * share;
   block_load_.resize(block_hits_.size(), 0.0);
@@ -453,10 +467,10 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
       summed_bins_[j] += all[i * per_rank + 1 + j];
 }
 
-core::LadderGrid ExDyna::cold_grid(std::span<const float> part, comm::Communicator& comm) {
+core::LadderGrid ExDyna::cold_grid(float own_max_abs, comm::Communicator& comm) {
   // Every rank's max as its bit pattern: the all-gather is of integers, and every rank takes the
   // same maximum, so every rank builds the same ladder.
-  const std::int64_t mine = std::bit_cast<std::uint32_t>(core::max_abs(part));
+  const std::int64_t mine = std::bit_cast<std::uint32_t>(own_max_abs);
   std::vector<std::int64_t> all(static_cast<std::size_t>(cfg_.world_size));
   comm.allgather_counts(std::span<const std::int64_t>(&mine, 1), all);
   const auto top = static_cast<std::uint32_t>(*std::max_element(all.begin(), all.end()));

@@ -45,6 +45,11 @@ class ExDyna final : public Sparsifier {
   static constexpr int kSelectCpuLaps = 2;
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
             StepStats& stats) override;
+  // On a device-resident gradient (exdyna_device.cpp): the paper and exact controllers with
+  // float32 values, the same decisions as step() on the same gradient.
+  bool runs_on_device() const override;
+  void step_device(const float* acc, DeviceStep& device, comm::Communicator& comm,
+                   StepStats& stats) override;
   std::string fingerprint() const override;
   std::vector<std::byte> save_state() const override;
   void load_state(std::span<const std::byte> state) override;
@@ -77,7 +82,15 @@ class ExDyna final : public Sparsifier {
  private:
   // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
   // all-gather of 8 bytes per rank, in iteration 0 only.
-  core::LadderGrid cold_grid(std::span<const float> part, comm::Communicator& comm);
+  core::LadderGrid cold_grid(float own_max_abs, comm::Communicator& comm);
+  // The start and end of a step, shared by step() and step_device(): the checks, this worker's
+  // partition and the step's fixed statistics; then, once the values are exchanged, the
+  // statistics of the counts, the next threshold (Alg. 5) and the next partitions (Alg. 3, or
+  // exact balance from block_hits_, which the caller has counted).
+  core::ElementRange begin_step(const comm::Communicator& comm, std::int64_t acc_size,
+                                StepStats& stats);
+  void end_step(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+                std::int64_t gathered, StepStats& stats);
   // After the cold iteration under a worker cap: the next ladders' reach below the threshold
   // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
   void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
@@ -92,9 +105,9 @@ class ExDyna final : public Sparsifier {
   // Alg. 1 line 11: all-gathers this worker's count (and ladder) into gather_all_ (per rank: the
   // count, then the R bins) and sums the ladders into summed_bins_.
   void gather_counts(std::int64_t mine, comm::Communicator& comm);
-  // --balance exact: the smoothed per-block load from this step's gathered indices, then the
-  // partition boundaries that equalise it.
-  void balance_exact(std::span<const Index> gathered);
+  // --balance exact: the smoothed per-block load from this step's block counts (block_hits_, of
+  // `gathered` indices), then the partition boundaries that equalise it.
+  void balance_exact(std::int64_t gathered);
   // The selection pass of the ladder controllers into idx_/abs_ and bins_ (bins cleared first):
   // the histogram controller's selection, the exact controller's candidates, or with two_pass
   // only their count and bins (and group_max_). Returns the count of selected or candidates.

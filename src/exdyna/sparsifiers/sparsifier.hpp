@@ -18,6 +18,8 @@
 
 namespace exdyna::sparsifiers {
 
+class DeviceStep;  // device_step.hpp
+
 // Indices travel as 32-bit integers; n_g >= 2^32 is refused at construction.
 using Index = std::uint32_t;
 
@@ -61,6 +63,15 @@ class Sparsifier {
   // Collectives are called in the same order on every rank.
   virtual void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
                     StepStats& stats) = 0;
+
+  // Whether step_device runs this sparsifier on a gradient in device memory (ExDyna in paper and
+  // exact mode, dense).
+  virtual bool runs_on_device() const { return false; }
+  // step() on acc in device memory (n_g values): the passes that read it, and the exchange, go
+  // through `device`, which holds the result afterwards (gathered(), sums()); the decisions and
+  // the statistics are step()'s. The default refuses, naming the sparsifier.
+  virtual void step_device(const float* acc, DeviceStep& device, comm::Communicator& comm,
+                           StepStats& stats);
 
   // A canonical description of the sparsifier and all its options, equal on ranks that agree.
   virtual std::string fingerprint() const = 0;

@@ -30,9 +30,12 @@ class ProcessGroupCommunicator final : public Communicator {
       : pg_(std::move(pg)) {
     EXDYNA_CHECK_ARG(pg_, "process_group is None; expected a torch.distributed process group");
     backend_ = pg_->getBackendName();
-    EXDYNA_CHECK_ARG(backend_ == "gloo" || backend_ == "mpi", "process_group backend '", backend_,
-                     "' is not supported; expected a CPU group (gloo or mpi): the sparsifiers "
-                     "run on CPU buffers");
+    EXDYNA_CHECK_ARG(backend_ == "gloo" || backend_ == "mpi" || backend_ == "nccl",
+                     "process_group backend '", backend_,
+                     "' is not supported; expected gloo, mpi or nccl");
+    // NCCL moves only device memory: the host buffers (counts, ladders) travel through a device
+    // copy (stage), and the gradient must be on the GPU.
+    device_only_ = backend_ == "nccl";
     EXDYNA_CHECK_ARG(timeout.count() > 0, "timeout ", timeout.count(),
                      " ms is not valid; expected > 0");
     set_timeout(timeout);
@@ -41,6 +44,7 @@ class ProcessGroupCommunicator final : public Communicator {
   int rank() const override { return pg_->getRank(); }
   int size() const override { return pg_->getSize(); }
   std::string_view engine() const override { return "process-group"; }
+  bool takes_device_buffers() const override { return backend_ != "mpi"; }
 
  protected:
   void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
@@ -65,6 +69,19 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    if (device_only_) {
+      const auto m = static_cast<std::int64_t>(mine.size());
+      auto in = to_device(at::from_blob(const_cast<std::int64_t*>(mine.data()), {m}, at::kLong));
+      auto all = at::empty({m * size()}, in.options());
+      std::vector<at::Tensor> ins{in};
+      std::vector<std::vector<at::Tensor>> outs(1);
+      for (int r = 0; r < size(); ++r) outs[0].push_back(all.narrow(0, r * m, m));
+      c10d::AllgatherOptions o;
+      o.timeout = timeout();
+      run("allgather_counts", [&] { return pg_->allgather(outs, ins, o); });
+      at::from_blob(out.data(), {m * size()}, at::kLong).copy_(all);
+      return;
+    }
     const auto m = static_cast<std::int64_t>(mine.size());
     std::vector<at::Tensor> in{
         at::from_blob(const_cast<std::int64_t*>(mine.data()), {m}, at::kLong)};
@@ -124,8 +141,78 @@ class ProcessGroupCommunicator final : public Communicator {
     add_allreduce_bytes(static_cast<std::uint64_t>(size() - 1) * data.size_bytes());
   }
 
+  void do_allgatherv_device(const void* mine, std::size_t elem_size,
+                            std::span<const std::int64_t> counts, GatherMode mode,
+                            void* out) override {
+    const auto n = static_cast<std::int64_t>(size());
+    const auto es = static_cast<std::int64_t>(elem_size);
+    if (mode == GatherMode::kExact) {
+      // One broadcast per rank with a non-empty list, of its true size, into its place in out.
+      std::int64_t at_byte = 0;
+      for (int r = 0; r < size(); ++r) {
+        const std::int64_t b = counts[static_cast<std::size_t>(r)] * es;
+        if (b == 0) continue;
+        auto dst = device_bytes(static_cast<std::byte*>(out) + at_byte, b);
+        if (r == rank()) dst.copy_(device_bytes(mine, b));
+        std::vector<at::Tensor> t{dst};
+        c10d::BroadcastOptions o;
+        o.rootRank = r;
+        o.timeout = timeout();
+        run("allgather_list (exact, device)", [&] { return pg_->broadcast(t, o); });
+        at_byte += b;
+      }
+      return;
+    }
+    // Padded: max(counts) elements from every rank really travel, then the padding is dropped.
+    const std::int64_t block = *std::max_element(counts.begin(), counts.end()) * es;
+    if (block == 0) return;
+    const std::int64_t my = counts[static_cast<std::size_t>(rank())] * es;
+    const auto opts = at::TensorOptions().dtype(at::kByte).device(at::kCUDA);
+    if (!dev_send_.defined() || dev_send_.numel() < block) dev_send_ = at::empty({block}, opts);
+    if (!dev_recv_.defined() || dev_recv_.numel() < block * n)
+      dev_recv_ = at::empty({block * n}, opts);
+    auto send = dev_send_.narrow(0, 0, block);
+    if (my) send.narrow(0, 0, my).copy_(device_bytes(mine, my));
+    if (my < block) send.narrow(0, my, block - my).zero_();
+    std::vector<at::Tensor> in{send};
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (std::int64_t r = 0; r < n; ++r) outs[0].push_back(dev_recv_.narrow(0, r * block, block));
+    c10d::AllgatherOptions o;
+    o.timeout = timeout();
+    run("allgather_list (padded, device)", [&] { return pg_->allgather(outs, in, o); });
+    std::int64_t at_byte = 0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t b = counts[static_cast<std::size_t>(r)] * es;
+      if (b)
+        device_bytes(static_cast<std::byte*>(out) + at_byte, b)
+            .copy_(dev_recv_.narrow(0, r * block, b));
+      at_byte += b;
+    }
+  }
+
+  void do_allreduce_f32_device(float* data, std::size_t n) override {
+    if (n == 0) return;
+    std::vector<at::Tensor> t{at::from_blob(
+        data, {static_cast<std::int64_t>(n)},
+        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA))};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout();
+    run("allreduce_sum (device)", [&] { return pg_->allreduce(t, o); });
+  }
+
   void do_broadcast(std::span<std::byte> data, int root) override {
     if (data.empty()) return;
+    if (device_only_) {
+      const auto host = bytes_tensor(data.data(), data.size());
+      std::vector<at::Tensor> t{to_device(host)};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      o.timeout = timeout();
+      run("broadcast", [&] { return pg_->broadcast(t, o); });
+      host.copy_(t[0]);
+      return;
+    }
     std::vector<at::Tensor> t{bytes_tensor(data.data(), data.size())};
     c10d::BroadcastOptions o;
     o.rootRank = root;
@@ -169,11 +256,22 @@ class ProcessGroupCommunicator final : public Communicator {
   template <typename T>
   void allreduce(T* data, std::size_t n, at::ScalarType type) {
     if (n == 0) return;
-    std::vector<at::Tensor> t{at::from_blob(data, {static_cast<std::int64_t>(n)}, type)};
+    const auto host = at::from_blob(data, {static_cast<std::int64_t>(n)}, type);
+    std::vector<at::Tensor> t{device_only_ ? to_device(host) : host};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     o.timeout = timeout();
     run("allreduce_sum", [&] { return pg_->allreduce(t, o); });
+    if (device_only_) host.copy_(t[0]);
+  }
+
+  // A copy of a host tensor on the current CUDA device (for NCCL).
+  static at::Tensor to_device(const at::Tensor& host) {
+    return host.to(at::Device(at::kCUDA), /*non_blocking=*/false, /*copy=*/true);
+  }
+  // A tensor over n bytes of device memory at p (its device taken from the pointer).
+  static at::Tensor device_bytes(const void* p, std::int64_t n) {
+    return at::from_blob(const_cast<void*>(p), {n}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   }
 
   // Issues one collective and waits for it with the communicator's timeout.
@@ -203,6 +301,8 @@ class ProcessGroupCommunicator final : public Communicator {
   std::uint64_t seq_ = 0;
   std::string failure_;
   std::vector<std::byte> send_, recv_;
+  bool device_only_ = false;
+  at::Tensor dev_send_, dev_recv_;  // the padded device all-gather's buffers, kept between steps
   std::vector<std::uint16_t> gathered16_;
 };
 

@@ -15,8 +15,10 @@
 //
 // Every call waits with the communicator's timeout. After a failure the communicator refuses
 // further calls (a collective may still be in flight on the group), naming the first failure.
-// Tensors are CPU tensors over the caller's buffers (from_blob): a group must accept CPU tensors
-// (Gloo, MPI); a device group (NCCL) needs device buffers and is refused at construction.
+// Host buffers become CPU tensors over the caller's memory (from_blob) for Gloo and MPI; over NCCL,
+// which moves only device memory, they travel through a copy on the current CUDA device. Device
+// buffers (allgather_list_device, allreduce_sum_device: the GPU path) become CUDA tensors over
+// the caller's device memory, for NCCL or Gloo (which takes CUDA tensors); MPI refuses them.
 //
 // This header includes libtorch's c10d headers: only the Python binding and this engine's .cpp
 // include it.
@@ -31,8 +33,7 @@
 
 namespace exdyna::comm {
 
-// Throws InvalidArgument when pg is null or is not a CPU-capable group (only "gloo" and "mpi"
-// backends are accepted for now).
+// Throws InvalidArgument when pg is null or its backend is not gloo, mpi or nccl.
 std::unique_ptr<Communicator> make_process_group_communicator(
     c10::intrusive_ptr<c10d::ProcessGroup> pg,
     std::chrono::milliseconds timeout = std::chrono::milliseconds(300'000));

@@ -1,0 +1,102 @@
+#include "exdyna/sparsifiers/cuda_error_feedback.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "exdyna/core/timer.hpp"
+
+namespace exdyna::sparsifiers {
+
+namespace dev = core::device;
+
+CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
+                                         ErrorFeedbackOptions opt)
+    : sparsifier_(std::move(sparsifier)), n_g_(n_g), opt_(opt) {
+  EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
+  EXDYNA_CHECK_ARG(sparsifier_->runs_on_device(), "sparsifier '", sparsifier_->name(),
+                   "' with these options has no GPU path; on a CUDA gradient these run: exdyna "
+                   "(controller paper or exact, values fp32), dense (values fp32)");
+  EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
+  residual_.resize(static_cast<std::size_t>(n_g));
+  const std::vector<float> zeros(static_cast<std::size_t>(n_g), 0.0f);
+  residual_from_host(zeros);
+}
+
+StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* stream) {
+  ws_.set_stream(stream);
+  StepStats stats;
+  stats.iteration = iteration_;
+  stats.world_size = comm.size();
+  stats.n_g = n_g_;
+
+  core::Stopwatch sw;
+  const auto acc = dev::accumulate(ws_, residual_.data(), grad, n_g_, opt_.measure_global_error);
+  if (acc.first_bad >= 0) {
+    float g = 0, a = 0;  // two values cross to the host, to name the offender
+    dev::copy_to_host(ws_, &g, grad + acc.first_bad, sizeof(float));
+    dev::copy_to_host(ws_, &a, residual_.data() + acc.first_bad, sizeof(float));
+    throw DataError(detail::concat("gradient element ", acc.first_bad, " of iteration ",
+                                   iteration_, " on rank ", comm.rank(), " is ", g,
+                                   " (accumulated ", a, "); expected a finite value"));
+  }
+  stats.times.accumulate = sw.lap();
+
+  if (opt_.measure_global_error) {
+    double e = std::sqrt(acc.residual_sq);
+    comm.allreduce_sum(std::span<double>(&e, 1));
+    stats.global_error = e / comm.size();
+  }
+  sw.lap();
+
+  const auto bytes_before = comm.bytes();
+  sparsifier_->step_device(residual_.data(), device_, comm, stats);
+  stats.bytes = comm.bytes() - bytes_before;
+  sw.lap();
+
+  const float inv_n = 1.0f / static_cast<float>(comm.size());
+  if (device_.dense())
+    dev::dense_update(ws_, grad, residual_.data(), device_.sums(), n_g_, inv_n);
+  else
+    dev::scatter_update(ws_, grad, residual_.data(), n_g_, device_.gathered(), device_.sums(),
+                        device_.gathered_count(), inv_n);
+  stats.times.update = sw.lap();
+  ++iteration_;
+  return stats;
+}
+
+void CudaErrorFeedback::residual_to_host(std::span<float> out) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(out.size()) == n_g_, "residual of ", out.size(),
+                   " elements asked for; expected n_g = ", n_g_);
+  dev::copy_to_host(ws_, out.data(), residual_.data(), out.size_bytes());
+}
+
+void CudaErrorFeedback::residual_from_host(std::span<const float> in) {
+  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(in.size()) == n_g_, "residual of ", in.size(),
+                   " elements given; expected n_g = ", n_g_);
+  dev::copy_to_device(ws_, residual_.data(), in.data(), in.size_bytes());
+}
+
+bool device_path_built() {
+  return true;
+}
+
+std::unique_ptr<DeviceErrorFeedback> make_device_error_feedback(
+    std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g, ErrorFeedbackOptions opt) {
+  EXDYNA_CHECK_ARG(dev::available(), "no CUDA device is visible to this process");
+  return std::make_unique<CudaErrorFeedback>(std::move(sparsifier), n_g, opt);
+}
+
+std::int64_t device_select_threshold(const float* acc, std::int64_t n, float threshold,
+                                     std::uint32_t* out, void* stream) {
+  thread_local dev::Workspace ws;
+  ws.set_stream(stream);
+  return dev::select_threshold(ws, acc, n, threshold, 0, out);
+}
+
+std::int64_t device_accumulate(float* residual, const float* grad, std::int64_t n, void* stream) {
+  thread_local dev::Workspace ws;
+  ws.set_stream(stream);
+  return dev::accumulate(ws, residual, grad, n, false).first_bad;
+}
+
+}  // namespace exdyna::sparsifiers

@@ -1,0 +1,39 @@
+// DeviceErrorFeedback on a CUDA device: the residual lives on the device, acc = residual + grad in
+// place, the sparsifier's step_device selects and exchanges, and the averaged update is scattered
+// back into the gradient, all on one CUDA stream. Only counts cross to the host. Built only where
+// nvcc is found (with exdyna_cuda_kernels).
+#pragma once
+
+#include <memory>
+
+#include "exdyna/core/device_kernels.hpp"
+#include "exdyna/sparsifiers/cuda_device_step.hpp"
+#include "exdyna/sparsifiers/device_error_feedback.hpp"
+
+namespace exdyna::sparsifiers {
+
+class CudaErrorFeedback final : public DeviceErrorFeedback {
+ public:
+  // The sparsifier must run on the device (Sparsifier::runs_on_device); refused otherwise, by name.
+  CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
+                    ErrorFeedbackOptions opt);
+
+  StepStats step(float* grad, comm::Communicator& comm, void* stream) override;
+  void residual_to_host(std::span<float> out) override;
+  void residual_from_host(std::span<const float> in) override;
+  std::int64_t n_g() const override { return n_g_; }
+  Sparsifier& sparsifier() override { return *sparsifier_; }
+  std::int64_t iteration() const override { return iteration_; }
+  void set_iteration(std::int64_t t) override { iteration_ = t; }
+
+ private:
+  std::unique_ptr<Sparsifier> sparsifier_;
+  std::int64_t n_g_;
+  ErrorFeedbackOptions opt_;
+  core::device::Workspace ws_;
+  CudaDeviceStep device_{ws_};
+  core::device::Buffer<float> residual_;
+  std::int64_t iteration_ = 0;
+};
+
+}  // namespace exdyna::sparsifiers
