@@ -18,7 +18,12 @@ import torch.distributed as _dist
 
 from . import _exdyna
 
-__all__ = ["Sparsifier", "sparsifier_names", "option_names"]
+__all__ = ["Sparsifier", "sparsifier_names", "option_names", "cuda_built", "ddp"]
+
+
+def cuda_built():
+    """Whether this build has the GPU path (CUDA kernels; Sparsifier.step on CUDA tensors)."""
+    return bool(_exdyna.cuda_built())
 
 
 def sparsifier_names():
@@ -68,11 +73,17 @@ class Sparsifier:
                                         dict(options))
 
     def step(self, grad):
-        """This rank's raw gradient (float32, CPU, any shape) in; the averaged sparse update
-        (a new tensor of the same shape, identical on every rank) out. The input is unchanged;
-        the residual stays inside (error feedback)."""
+        """This rank's raw gradient (float32, any shape) in; the averaged sparse update (a new
+        tensor of the same shape and device, identical on every rank) out. The input is
+        unchanged; the residual stays inside (error feedback).
+
+        On a CUDA tensor (a build with the GPU path, cuda_built(); an NCCL group, or Gloo)
+        everything stays on the GPU, ordered on torch's current stream: exdyna (controller "paper"
+        or "exact") and dense run there; the other sparsifiers raise ValueError."""
         if not isinstance(grad, torch.Tensor):
             raise TypeError(f"gradient {type(grad).__name__} is not a torch.Tensor")
+        if grad.is_cuda:
+            return self._core.step(grad, torch.cuda.current_stream(grad.device).cuda_stream)
         return self._core.step(grad)
 
     @property
@@ -116,3 +127,7 @@ class Sparsifier:
     def __repr__(self):
         return (f"exdyna.Sparsifier({self._core.name!r}, density={self._core.density}, "
                 f"rank={self._core.rank}/{self._core.world_size}, n_g={self._core.n_g})")
+
+
+# Last: ddp imports Sparsifier from this module, so `exdyna.ddp` works after `import exdyna`.
+from . import ddp  # noqa: E402
