@@ -18,6 +18,10 @@ For each n_g (default 25M and 100M float32 values, 100M only where the GPU has r
                     sparsifier's step does); acc[idx] = 0; out = zeros; out[idx] = vals / world
   step_topk_local   the same without the two collectives
 
+Each step gets a fresh heavy-tailed gradient (made outside the timed part), scaled so that the
+paper controller's first threshold passes about d; the steps' densities are reported beside their
+times (the paper controller drifts above d while its threshold catches up with the accumulator).
+
 The threshold t is chosen from a sample of 2^20 values so that about d of the values pass; the
 selection is checked once against torch.nonzero (same indices). Times are CUDA events around each
 call (a call that reads a count back to the host includes that wait), after warm-up; the median of
@@ -288,7 +292,13 @@ def measure_size(torch, exdyna, ext, group, n, args, errors):
     del residual, out, part
     empty_cache(torch)
 
-    grads = [heavy(torch, n, 10 + i) * 1e-2 for i in range(2)]
+    # Scaled so that the paper controller's first threshold, 1 / (2 sqrt(k)), passes about d of
+    # the values (per-element magnitudes shrinking like 1 / sqrt(n_g), as real gradients' do): both
+    # modes then step near their target density from the start.
+    scale = 0.5 / math.sqrt(k) / thr
+
+    def grads(i):  # a fresh gradient per step, made outside the timed part
+        return heavy(torch, n, 10 + i).mul_(scale)
     if exdyna is not None and group is not None:
         for mode, opts in (("exact", {}),
                            ("paper", dict(controller="paper", balance="paper", worker_cap="none"))):
@@ -299,21 +309,37 @@ def measure_size(torch, exdyna, ext, group, n, args, errors):
                 lambda: topk_step(torch, grads, k, args, collectives=True))
     measure("step_topk_local", row, errors,
             lambda: topk_step(torch, grads, k, args, collectives=False))
-    del grads, acc
+    del acc
     ratios(row)
     return row
 
 
+def time_steps(torch, step, grads, args):
+    """step(grad) on a fresh gradient each call: --step-warmup untimed, then --repeats timed."""
+    for i in range(args.step_warmup):
+        step(grads(i))
+    ms = []
+    for i in range(args.step_warmup, args.step_warmup + args.repeats):
+        g = grads(i)
+        if DEVICE == "cpu":
+            t0 = time.perf_counter()
+            step(g)
+            ms.append((time.perf_counter() - t0) * 1e3)
+            continue
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        step(g)
+        end.record()
+        end.synchronize()
+        ms.append(start.elapsed_time(end))
+    return summary(ms)
+
+
 def sparsifier_step(torch, exdyna, grads, d, opts, args):
     sp = exdyna.Sparsifier("exdyna", d, **opts)
-    i = [0]
-
-    def step():
-        sp.step(grads[i[0] % len(grads)])
-        i[0] += 1
-    for _ in range(args.step_warmup):
-        step()
-    r = time_calls(torch, step, args.repeats, 0)
+    r = time_steps(torch, sp.step, grads, args)
     s = sp.stats
     r.update({"density": s["density"], "k_total": s["k_total"], "f_t": s["f_t"],
               "threshold": s["threshold"], "bytes_total": s["bytes"]["total"],
@@ -325,15 +351,12 @@ def sparsifier_step(torch, exdyna, grads, d, opts, args):
 
 def topk_step(torch, grads, k, args, collectives):
     import torch.distributed as dist
-    n = grads[0].numel()
+    n = grads(0).numel()
     acc = torch.zeros(n, device=DEVICE)
     world = dist.get_world_size() if collectives else 1
     gathered = torch.empty(world * k, dtype=torch.int64, device=DEVICE)
-    i = [0]
-
-    def step():
-        acc.add_(grads[i[0] % len(grads)])
-        i[0] += 1
+    def step(grad):
+        acc.add_(grad)
         idx = torch.topk(acc.abs(), k).indices
         vals = acc[idx]
         if collectives:
@@ -346,9 +369,7 @@ def topk_step(torch, grads, k, args, collectives):
         out = torch.zeros_like(acc)
         out[idx] = vals / world
         return out
-    for _ in range(args.step_warmup):
-        step()
-    r = time_calls(torch, step, args.repeats, 0)
+    r = time_steps(torch, step, grads, args)
     del acc, gathered
     empty_cache(torch)
     return r
