@@ -29,10 +29,11 @@
 # Ends with a short summary. Exit status 0 when every stage that ran passed, 1 otherwise.
 #
 # Environment: GPU_CHECK_BUDGET_S (default 450: the stages' time in all; each stage's timeout is
-# cut to what is left), GPU_CHECK_JOBS (default nproc), PYTHON (default python3),
-# GPU_CHECK_QUICK=1 (the benchmarks' --quick), GPU_CHECK_CUDA (EXDYNA_CUDA of both builds, default
-# ON; AUTO for a dry run of this script on a machine without nvcc), CUDA_CHECK_ARGS / MEMCHECK_ARGS (arguments of
-# exdyna_cuda_check in the plain and sanitizer runs).
+# cut to what is left), GPU_CHECK_JOBS (default nproc), PYTHON (default python3), GPU_CHECK_VENV
+# (default /tmp/venv), GPU_CHECK_QUICK=1 (the benchmarks' --quick), GPU_CHECK_CUDA (EXDYNA_CUDA of
+# both builds, default ON; OFF or AUTO for a dry run of this script without nvcc),
+# CUDA_CHECK_ARGS / MEMCHECK_ARGS (exdyna_cuda_check's arguments in the plain run and under the
+# sanitizers; default none and --quick).
 set -u
 
 if [ $# -ne 1 ]; then
@@ -57,10 +58,10 @@ BUILD=build-gpu
 CUDA_MODE=${GPU_CHECK_CUDA:-ON} # EXDYNA_CUDA of both builds (AUTO: a dry run without nvcc)
 QUICK=()
 [ "${GPU_CHECK_QUICK:-0}" = 1 ] && QUICK=(--quick)
-# exdyna_cuda_check's arguments: none by default; the sanitizer runs ask for smaller sizes where
-# the check takes them (bench/cuda/cuda_check.cpp).
+# exdyna_cuda_check's arguments: none for the plain run; --quick (no 25M inputs) under the
+# sanitizers, which run the kernels many times slower (tests/gpu/cuda_check.cpp).
 read -r -a CHECK_ARGS <<<"${CUDA_CHECK_ARGS:-}"
-read -r -a MEMCHECK_ARGV <<<"${MEMCHECK_ARGS:-}"
+read -r -a MEMCHECK_ARGV <<<"${MEMCHECK_ARGS:---quick}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 # nothing can be fetched there
 START=$(date +%s)

@@ -150,22 +150,29 @@ def test_ddp_hook_on_cuda_buckets(nccl_one):
 
 # --- (c) no GPU path: a clear refusal ------------------------------------------------------------
 
-def _names_without_gpu_path():
+def _without_gpu_path():
+    """(name, options) that have no GPU path: every sparsifier but exdyna and dense, and exdyna
+    with a controller or value format the device does not run."""
     try:
         names = exdyna.sparsifier_names()
     except Exception:  # pragma: no cover - the module imported, so this should not happen
         names = ["topk"]
-    return [n for n in names if n not in ("exdyna", "dense")]
+    cases = [(n, {}) for n in names if n not in ("exdyna", "dense")]
+    return cases + [("exdyna", dict(controller="histogram")), ("exdyna", dict(values="bf16")),
+                    ("dense", dict(values="fp16"))]
 
 
 @needs_gpu
-@pytest.mark.parametrize("name", _names_without_gpu_path())
-def test_sparsifiers_without_gpu_path_refuse_cuda(nccl_one, name):
-    sp = exdyna.Sparsifier(name, DENSITY)
+@pytest.mark.parametrize("name, options", _without_gpu_path(),
+                         ids=lambda v: v if isinstance(v, str) else
+                         ",".join(f"{k}={x}" for k, x in v.items()) or "defaults")
+def test_sparsifiers_without_gpu_path_refuse_cuda(nccl_one, name, options):
+    sp = exdyna.Sparsifier(name, DENSITY, **options)
     with pytest.raises(ValueError) as e:
         sp.step(torch.ones(10_000, device="cuda"))
     msg = str(e.value)
-    assert "exdyna" in msg and "dense" in msg, msg
+    # it names the refused sparsifier and the ones that run on CUDA tensors
+    assert name in msg and "exdyna" in msg and "dense" in msg, msg
 
 
 # --- (d) a build without the GPU path ------------------------------------------------------------
