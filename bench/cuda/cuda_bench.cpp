@@ -19,6 +19,10 @@
 // synchronize inside (they copy it to the host), so their event time includes that copy and the
 // host's turn-around before the stop event is enqueued: the cost one call has in a step. wall_us
 // is the same call timed on the host clock. gbps = bytes / time; ratio = gbps / the copy's gbps.
+// device_us (device_gbps, device_ratio): the call's own device work only, from
+// Workspace::set_timing's events (from its first kernel or memset to its last kernel: without the
+// copy of the count to the host and the host's wait; take_cut's includes its mid-call round trip
+// for the sub-bin counts).
 // Exit 77 when no CUDA device is present.
 #include <cuda_runtime.h>
 
@@ -51,8 +55,9 @@ void cuda_ok(cudaError_t e, const char* what) {
 }
 
 struct Timing {
-  double us = 0;       // median, CUDA events
-  double wall_us = 0;  // median, host clock
+  double us = 0;              // median, CUDA events
+  double wall_us = 0;         // median, host clock
+  double device_us = -1;      // median of Workspace::last_device_us (-1: not a kernel call)
 };
 
 Timing time_it(dev::Workspace& ws, int reps, const std::function<void()>& call) {
@@ -62,8 +67,9 @@ Timing time_it(dev::Workspace& ws, int reps, const std::function<void()>& call) 
   cuda_ok(cudaEventCreate(&b), "cudaEventCreate");
   for (int i = 0; i < 3; ++i) call();
   cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  std::vector<double> ev, wall;
+  std::vector<double> ev, wall, device;
   for (int i = 0; i < reps; ++i) {
+    ws.set_timing(true);  // forgets the last call's events: a copy reports no device_us
     const auto t0 = std::chrono::steady_clock::now();
     cuda_ok(cudaEventRecord(a, stream), "cudaEventRecord");
     call();
@@ -74,6 +80,8 @@ Timing time_it(dev::Workspace& ws, int reps, const std::function<void()>& call) 
     cuda_ok(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
     ev.push_back(1000.0 * ms);
     wall.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    const double d = ws.last_device_us();
+    if (d >= 0) device.push_back(d);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
@@ -82,7 +90,7 @@ Timing time_it(dev::Workspace& ws, int reps, const std::function<void()>& call) 
     const std::size_t m = v.size() / 2;
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
   };
-  return {median(ev), median(wall)};
+  return {median(ev), median(wall), device.empty() ? -1.0 : median(device)};
 }
 
 std::string entry(const Timing& t, double bytes, double ref_gbps, const std::string& extra = "") {
@@ -92,6 +100,11 @@ std::string entry(const Timing& t, double bytes, double ref_gbps, const std::str
   o << "{\"us\": " << t.us << ", \"wall_us\": " << t.wall_us << ", \"bytes\": " << bytes
     << ", \"gbps\": " << gbps;
   if (ref_gbps > 0) o << ", \"ratio\": " << gbps / ref_gbps;
+  if (t.device_us > 0) {
+    const double dg = bytes / (t.device_us * 1e3);
+    o << ", \"device_us\": " << t.device_us << ", \"device_gbps\": " << dg;
+    if (ref_gbps > 0) o << ", \"device_ratio\": " << dg / ref_gbps;
+  }
   o << extra << "}";
   return o.str();
 }
@@ -136,6 +149,7 @@ int main(int argc, char** argv) {
     cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     dev::Workspace ws;
     ws.set_stream(stream);
+    ws.set_timing(true);
 
     std::ostringstream json;
     json << "{\n  \"device\": \"" << prop.name << "\",\n  \"sms\": " << prop.multiProcessorCount

@@ -21,9 +21,29 @@ bool available() {
 }
 
 Workspace::Workspace() : impl_(std::make_unique<Impl>()) {}
-Workspace::~Workspace() = default;
+Workspace::~Workspace() {
+  if (impl_->t_begin) cudaEventDestroy(impl_->t_begin);
+  if (impl_->t_end) cudaEventDestroy(impl_->t_end);
+}
 void Workspace::set_stream(void* s) { impl_->stream = static_cast<cudaStream_t>(s); }
 void* Workspace::stream() const { return impl_->stream; }
+
+void Workspace::set_timing(bool on) {
+  if (on && !impl_->t_begin) {
+    EXDYNA_CUDA(cudaEventCreate(&impl_->t_begin));
+    EXDYNA_CUDA(cudaEventCreate(&impl_->t_end));
+  }
+  impl_->timing = on;
+  impl_->timed = false;
+}
+
+double Workspace::last_device_us() const {
+  if (!impl_->timed) return -1;
+  EXDYNA_CUDA(cudaEventSynchronize(impl_->t_end));
+  float ms = 0;
+  EXDYNA_CUDA(cudaEventElapsedTime(&ms, impl_->t_begin, impl_->t_end));
+  return 1000.0 * static_cast<double>(ms);
+}
 
 void* device_alloc(std::size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -106,9 +126,11 @@ void gather(Workspace& ws, const float* d_x, const std::uint32_t* d_idx, std::in
   check_size(m, "gather");
   if (m == 0) return;
   auto& w = ws.impl();
+  TimedCall timed(w);
   const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
   EXDYNA_CUDA_LAUNCH("gather", gather_kernel<<<blocks, kThreads, 0, w.stream>>>(
                                    d_x, d_idx, static_cast<std::uint64_t>(m), d_out));
+  w.kernels_done();
 }
 
 void scatter_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_t n,
@@ -116,13 +138,15 @@ void scatter_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_
   check_size(n, "scatter_update");
   check_size(m, "scatter_update");
   auto& w = ws.impl();
+  TimedCall timed(w);
   if (n > 0)
     EXDYNA_CUDA(cudaMemsetAsync(d_grad, 0, static_cast<std::size_t>(n) * sizeof(float), w.stream));
-  if (m == 0) return;
+  if (m == 0) return w.kernels_done();
   const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
   EXDYNA_CUDA_LAUNCH("scatter_update", scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
                                            d_grad, d_residual, d_idx, d_sums,
                                            static_cast<std::uint64_t>(m), scale));
+  w.kernels_done();
 }
 
 void dense_update(Workspace& ws, float* d_grad, float* d_residual, const float* d_sums,
@@ -130,6 +154,7 @@ void dense_update(Workspace& ws, float* d_grad, float* d_residual, const float* 
   check_size(n, "dense_update");
   if (n == 0) return;
   auto& w = ws.impl();
+  TimedCall timed(w);
   const auto un = static_cast<std::uint64_t>(n);
   const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
   if (aligned16(d_grad) && aligned16(d_residual) && aligned16(d_sums))
@@ -138,6 +163,7 @@ void dense_update(Workspace& ws, float* d_grad, float* d_residual, const float* 
   else
     EXDYNA_CUDA_LAUNCH("dense_update", dense_kernel<false><<<blocks, kThreads, 0, w.stream>>>(
                                            d_grad, d_residual, d_sums, un, scale));
+  w.kernels_done();
 }
 
 }  // namespace exdyna::core::device

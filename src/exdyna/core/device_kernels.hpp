@@ -39,6 +39,13 @@ class Workspace {
   void set_stream(void* s);
   void* stream() const;
 
+  // For benchmarks: when on, every call records CUDA events on its stream around its own device
+  // work (from before its first kernel or memset to after its last kernel; not the copy of its
+  // result to the host nor the host's wait), and last_device_us() reads the last call's. Off by
+  // default (no events recorded).
+  void set_timing(bool on);
+  double last_device_us() const;  // -1 when nothing was timed
+
   struct Impl;  // device_workspace.cuh
   Impl& impl() { return *impl_; }
 

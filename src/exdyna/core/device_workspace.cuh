@@ -110,6 +110,28 @@ struct Workspace::Impl {
     return sm_count;
   }
   void sync() { EXDYNA_CUDA(cudaStreamSynchronize(stream)); }
+
+  // Workspace::set_timing: the events of the last call (TimedCall records the start, every
+  // kernels_done() the end; the last one recorded counts).
+  bool timing = false;
+  bool timed = false;
+  cudaEvent_t t_begin = nullptr, t_end = nullptr;
+  void kernels_done() {
+    if (timing) EXDYNA_CUDA(cudaEventRecord(t_end, stream));
+  }
+};
+
+// At the top of every public call (after its argument checks).
+class TimedCall {
+ public:
+  explicit TimedCall(Workspace::Impl& w) {
+    w.timed = false;
+    if (w.timing) {
+      EXDYNA_CUDA(cudaEventRecord(w.t_begin, w.stream));
+      EXDYNA_CUDA(cudaEventRecord(w.t_end, w.stream));  // a call with no kernel: 0
+      w.timed = true;
+    }
+  }
 };
 
 // Blocks for a grid-stride pass over `work` items of `per_block` items per block, at most a few

@@ -47,6 +47,7 @@ void count_per_block(Workspace& ws, const std::uint32_t* d_idx, std::int64_t m,
                    " blocks of ", block_size, " elements; expected both >= 1");
   if (m == 0) return;
   auto& w = ws.impl();
+  TimedCall timed(w);
   const auto nb = static_cast<std::size_t>(n_blocks);
   auto* d_hits = w.small.as<unsigned int>(nb);
   EXDYNA_CUDA(cudaMemsetAsync(d_hits, 0, sizeof(unsigned int) * nb, w.stream));
@@ -66,6 +67,7 @@ void count_per_block(Workspace& ws, const std::uint32_t* d_idx, std::int64_t m,
                                                                     w.stream>>>(d_idx, um, bs, un,
                                                                                 d_hits));
   }
+  w.kernels_done();
   auto* h = w.host.as<unsigned int>(nb);
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_hits, sizeof(unsigned int) * nb, cudaMemcpyDeviceToHost,
                               w.stream));

@@ -150,6 +150,7 @@ AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_gra
   AccumulateResult res;
   if (n == 0) return res;
   auto& w = ws.impl();
+  TimedCall timed(w);
   const auto un = static_cast<std::uint64_t>(n);
   const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
   // small: [bad index][blocks partial sums]
@@ -166,6 +167,7 @@ AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_gra
     want_sq ? launch(accumulate_kernel<true, true>) : launch(accumulate_kernel<true, false>);
   else
     want_sq ? launch(accumulate_kernel<false, true>) : launch(accumulate_kernel<false, false>);
+  w.kernels_done();
   const std::size_t words = want_sq ? 1 + blocks : 1;
   auto* h = w.host.as<unsigned long long>(words);
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_small, words * sizeof(unsigned long long),
@@ -185,6 +187,7 @@ float max_abs(Workspace& ws, const float* d_x, std::int64_t n) {
   check_size(n, "max_abs");
   if (n == 0) return 0.0f;
   auto& w = ws.impl();
+  TimedCall timed(w);
   const auto un = static_cast<std::uint64_t>(n);
   const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
   auto* d_max = w.small.as<unsigned int>(1);
@@ -195,6 +198,7 @@ float max_abs(Workspace& ws, const float* d_x, std::int64_t n) {
   else
     EXDYNA_CUDA_LAUNCH("max_abs",
                        max_abs_kernel<false><<<blocks, kThreads, 0, w.stream>>>(d_x, un, d_max));
+  w.kernels_done();
   auto* h = w.host.as<unsigned int>(1);
   EXDYNA_CUDA(
       cudaMemcpyAsync(h, d_max, sizeof(unsigned int), cudaMemcpyDeviceToHost, w.stream));

@@ -314,6 +314,7 @@ std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n
                                       <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule,
                                                                                   nbins, d_bins));
   }
+  w.kernels_done();
   auto* h = w.host.as<unsigned long long>(static_cast<std::size_t>(nbins));
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_bins, sizeof(unsigned long long) * nbins,
                               cudaMemcpyDeviceToHost, w.stream));
@@ -353,6 +354,7 @@ std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, R
                                        static_cast<long long>(need), d_total));
   EXDYNA_CUDA_LAUNCH("emit_tiles", emit_tiles<kRanked><<<grid, kTileThreads, 0, w.stream>>>(
                                        entries, tile_all, tile_ranked, prefix, offset, d_out));
+  w.kernels_done();
   auto* h = w.host.as<std::uint32_t>(1);
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_total, sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
                               w.stream));
@@ -365,6 +367,7 @@ std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, R
 std::int64_t select_threshold(Workspace& ws, const float* d_part, std::int64_t n, float thr,
                               std::uint32_t offset, std::uint32_t* d_out) {
   check_part(n, "select_threshold");
+  TimedCall timed(ws.impl());
   return compact<false>(ws.impl(), d_part, static_cast<std::uint64_t>(n), SelectRule{thr}, 0,
                         offset, d_out);
 }
@@ -373,6 +376,7 @@ std::int64_t ladder_count(Workspace& ws, const float* d_part, std::int64_t n,
                           const LadderGrid& grid, std::int64_t* h_bins) {
   check_grid(grid);
   check_part(n, "ladder_count");
+  TimedCall timed(ws.impl());
   std::uint64_t counts[257];
   const std::uint64_t total =
       histogram(ws.impl(), d_part, static_cast<std::uint64_t>(n),
@@ -391,6 +395,7 @@ std::int64_t take_cut(Workspace& ws, const float* d_part, std::int64_t n, std::u
                    grid.rungs - 1);
   EXDYNA_CHECK_ARG(quota >= 0, "ladder cut quota ", quota, "; expected >= 0");
   auto& w = ws.impl();
+  TimedCall timed(w);
   rules::CutRule cut = rules::make_cut_rule(grid, rung);
   const int nsub = static_cast<int>(cut.sub_mask + 1);
   std::uint64_t sub[256];
