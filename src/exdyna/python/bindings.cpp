@@ -3,12 +3,16 @@
 // (python/exdyna: Sparsifier, ddp.State, ddp.hook) wraps this module; nothing here re-implements
 // an algorithm.
 //
-// The process group arrives as the Python object torch.distributed hands out. torch 1.13 binds
-// c10d::ProcessGroup with pybind11 (torch._C._distributed_c10d) under the same pybind11 internals
-// ABI as this module (pybind11 2.10, "__pybind11_internals_v4_gcc_libstdcpp_cxxabi1017__" on Debian
-// 12), so pybind11 finds torch's type record and casts the object to c10d::ProcessGroup* directly;
-// the communicator then holds its own reference (intrusive_ptr::reclaim_copy). CMake checks that
-// the interpreter's torch and the libtorch we link are the same 1.13.
+// The process group arrives as the Python object torch.distributed hands out. torch binds
+// c10d::ProcessGroup with pybind11 (torch._C._distributed_c10d); when this module shares torch's
+// pybind11 internals (the same pybind11 headers and ABI tag: Debian's torch 1.13 with pybind11
+// 2.10, "__pybind11_internals_v4_gcc_libstdcpp_cxxabi1017__"; a torch 2.x wheel with the pybind11
+// 3 it ships in its include/), pybind11 finds torch's type record and casts the object to
+// c10d::ProcessGroup* directly; the communicator then holds its own reference
+// (intrusive_ptr::reclaim_copy). CMake compiles against torch's pybind11 and checks that the
+// interpreter's torch and the libtorch we link are the same version; the import checks that
+// torch's ProcessGroup type is visible here (require_process_group_type), so a mismatch fails at
+// import with the reason rather than at the first step.
 //
 // Errors: exdyna::InvalidArgument and DataError -> ValueError, TimeoutError -> TimeoutError, other
 // exdyna errors and c10 errors -> RuntimeError; a gradient that is not float32 -> TypeError. The
@@ -27,6 +31,7 @@
 
 #include "exdyna/comm/engines/process_group_communicator.hpp"
 #include "exdyna/core/byte_io.hpp"
+#include "exdyna/sparsifiers/device_error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 
 namespace py = pybind11;
@@ -204,6 +209,21 @@ c10::intrusive_ptr<c10d::ProcessGroup> to_process_group(py::handle obj) {
   return c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(raw);
 }
 
+// torch registers its ProcessGroup type when torch.distributed is imported; the cast in
+// to_process_group finds it only through pybind11 internals shared with torch. Without that every
+// Sparsifier would fail on its process_group argument, so the import fails instead, saying why.
+void require_process_group_type() {
+  auto dist = py::module_::import("torch.distributed");
+  if (!dist.attr("is_available")().cast<bool>())
+    throw py::import_error("exdyna: this torch was built without torch.distributed "
+                           "(torch.distributed.is_available() is False)");
+  if (py::detail::get_type_info(typeid(c10d::ProcessGroup)) != nullptr) return;
+  throw py::import_error(
+      "exdyna._exdyna does not share pybind11 internals with torch (ours: " PYBIND11_INTERNALS_ID
+      "), so it cannot take a torch.distributed ProcessGroup: it was built against another torch "
+      "or another pybind11. Rebuild it with the torch you run: pip install --no-build-isolation .");
+}
+
 py::dict bytes_dict(const comm::ByteCounts& b) {
   py::dict d;
   d["allgather_counts"] = b.allgather_counts;
@@ -264,20 +284,48 @@ class PySparsifier {
         registry_, name_, sparsifiers::bind(opt_.config, probe_n_g, comm_->size(), comm_->rank()));
   }
 
-  at::Tensor step(const at::Tensor& grad) {
+  // stream: on a CUDA gradient, the cudaStream_t (as an integer) its work is ordered on.
+  at::Tensor step(const at::Tensor& grad, std::uintptr_t stream) {
     if (grad.scalar_type() != at::kFloat)
       throw py::type_error(detail::concat("gradient dtype ", c10::toString(grad.scalar_type()),
                                           " is not supported; expected torch.float32 (convert "
                                           "with .float() and back)"));
+    if (grad.device().is_cuda()) return step_cuda(grad, stream);
     if (!grad.device().is_cpu())
       throw py::type_error(detail::concat("gradient on device ", grad.device().str(),
-                                          " is not supported; expected a CPU tensor"));
+                                          " is not supported; expected a CPU or CUDA tensor"));
+    EXDYNA_CHECK_ARG(!dev_, "this sparsifier steps on CUDA tensors (its first step was on one); "
+                            "got a CPU tensor");
     ensure_built(grad.numel());
     at::Tensor out = grad.detach().contiguous().clone();
     {
       py::gil_scoped_release nogil;
       last_ = ef_->step(std::span<float>(out.data_ptr<float>(), static_cast<std::size_t>(n_g_)),
                         *comm_);
+    }
+    has_stats_ = true;
+    return out;
+  }
+
+  // The GPU path: error feedback with the residual on the device (DeviceErrorFeedback). A
+  // sparsifier built on the host before its first step (load_state, set_residual) moves there.
+  at::Tensor step_cuda(const at::Tensor& grad, std::uintptr_t stream) {
+    EXDYNA_CHECK_ARG(sparsifiers::device_path_built(),
+                     "gradient on ", grad.device().str(), ": this exdyna build has no GPU path "
+                     "(built without CUDA); rebuild where nvcc is found, or step CPU tensors");
+    EXDYNA_CHECK_ARG(comm_->takes_device_buffers(), "gradient on ", grad.device().str(),
+                     ": the process group's backend cannot move CUDA tensors; expected nccl or gloo");
+    EXDYNA_CHECK_ARG(!ef_ || ef_->iteration() == 0,
+                     "this sparsifier steps on CPU tensors (its first step was on one); got a "
+                     "tensor on ", grad.device().str());
+    if (!dev_) build_device(grad.numel());
+    EXDYNA_CHECK_ARG(grad.numel() == n_g_, "gradient has ", grad.numel(),
+                     " elements; this sparsifier was built for ", n_g_,
+                     " (use one Sparsifier per gradient buffer)");
+    at::Tensor out = grad.detach().contiguous().clone();
+    {
+      py::gil_scoped_release nogil;
+      last_ = dev_->step(out.data_ptr<float>(), *comm_, reinterpret_cast<void*>(stream));
     }
     has_stats_ = true;
     return out;
@@ -292,10 +340,10 @@ class PySparsifier {
     w.put(kStateMagic);
     w.put(kStateVersion);
     w.put_string(fingerprint());
-    w.put<std::int64_t>(ef_ ? ef_->iteration() : 0);
-    if (ef_) {
-      w.put_list(ef_->residual());
-      const auto s = ef_->sparsifier().save_state();
+    w.put<std::int64_t>(iteration());
+    if (ef_ || dev_) {
+      w.put_list(std::span<const float>(residual_copy()));
+      const auto s = dev_ ? dev_->sparsifier().save_state() : ef_->sparsifier().save_state();
       w.put_list(std::span<const std::byte>(s));
     }
     const auto& b = w.bytes();
@@ -316,6 +364,7 @@ class PySparsifier {
                        "state was saved by sparsifier '", fp, "', this one is '",
                        fingerprint_for(0), "'");
       ef_.reset();
+      dev_.reset();
       n_g_ = 0;
       return;
     }
@@ -326,6 +375,13 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(fp == fingerprint_for(n), "state was saved by sparsifier '", fp,
                      "', this one is '", fingerprint_for(n), "'");
     ef_.reset();
+    if (dev_) {
+      EXDYNA_CHECK_ARG(n == n_g_, "state is for ", n, " gradients; this sparsifier has ", n_g_);
+      dev_->residual_from_host(residual);
+      dev_->sparsifier().load_state(sparsifier_state);
+      dev_->set_iteration(iteration);
+      return;
+    }
     ensure_built(n);
     std::copy(residual.begin(), residual.end(), ef_->mutable_residual().begin());
     ef_->sparsifier().load_state(sparsifier_state);
@@ -334,23 +390,31 @@ class PySparsifier {
 
   // The error-feedback residual (a copy; None before the first step), and setting it, which
   // builds the sparsifier for its length: for the DDP hook, whose buckets DDP re-lays out.
+  // (A CPU tensor either way: the hook carries residuals between buckets on the host, rarely.)
   py::object residual() const {
-    if (!ef_) return py::none();
-    const auto r = ef_->residual();
-    return py::cast(at::from_blob(const_cast<float*>(r.data()),
-                                  {static_cast<std::int64_t>(r.size())}, at::kFloat)
+    if (!ef_ && !dev_) return py::none();
+    auto r = residual_copy();
+    return py::cast(at::from_blob(r.data(), {static_cast<std::int64_t>(r.size())}, at::kFloat)
                         .clone());
   }
   void set_residual(const at::Tensor& r) {
-    if (r.scalar_type() != at::kFloat || !r.device().is_cpu())
-      throw py::type_error("residual: expected a float32 CPU tensor");
-    ensure_built(r.numel());
-    const at::Tensor c = r.contiguous();
-    std::copy_n(c.data_ptr<float>(), n_g_, ef_->mutable_residual().begin());
+    if (r.scalar_type() != at::kFloat)
+      throw py::type_error("residual: expected a float32 tensor");
+    const at::Tensor c = r.detach().to(at::kCPU).contiguous();
+    const std::span<const float> values(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()));
+    if (dev_) {
+      EXDYNA_CHECK_ARG(c.numel() == n_g_, "residual has ", c.numel(), " elements; expected ", n_g_);
+      dev_->residual_from_host(values);
+      return;
+    }
+    ensure_built(c.numel());
+    std::copy(values.begin(), values.end(), ef_->mutable_residual().begin());
   }
 
   std::int64_t n_g() const { return n_g_; }
-  std::int64_t iteration() const { return ef_ ? ef_->iteration() : 0; }
+  std::int64_t iteration() const {
+    return dev_ ? dev_->iteration() : ef_ ? ef_->iteration() : 0;
+  }
   const std::string& name() const { return name_; }
   double density() const { return opt_.config.density; }
   int rank() const { return comm_->rank(); }
@@ -361,6 +425,38 @@ class PySparsifier {
   }
 
  private:
+  std::vector<float> residual_copy() const {
+    if (dev_) {
+      std::vector<float> r(static_cast<std::size_t>(n_g_));
+      dev_->residual_to_host(r);
+      return r;
+    }
+    const auto r = ef_->residual();
+    return {r.begin(), r.end()};
+  }
+
+  // The device error feedback, taking over the host one's residual, state and iteration where a
+  // load_state or set_residual built that one first.
+  void build_device(std::int64_t n_g) {
+    EXDYNA_CHECK_ARG(n_g > 0, "gradient is empty; expected at least one element");
+    EXDYNA_CHECK_ARG(!ef_ || n_g == n_g_, "gradient has ", n_g,
+                     " elements; this sparsifier was built for ", n_g_);
+    auto sp = registry_.make(name_, sparsifiers::bind(opt_.config, n_g, comm_->size(),
+                                                      comm_->rank()));
+    EXDYNA_CHECK_ARG(sp->runs_on_device(), "sparsifier '", name_, "' with these options has no "
+                     "GPU path; on CUDA tensors these run: exdyna (controller paper or exact, "
+                     "values fp32), dense (values fp32)");
+    if (ef_) sp->load_state(ef_->sparsifier().save_state());
+    auto dev = sparsifiers::make_device_error_feedback(std::move(sp), n_g, opt_.ef);
+    if (ef_) {
+      dev->residual_from_host(ef_->residual());
+      dev->set_iteration(ef_->iteration());
+    }
+    dev_ = std::move(dev);
+    ef_.reset();
+    n_g_ = n_g;
+  }
+
   void ensure_built(std::int64_t n_g) {
     if (ef_) {
       EXDYNA_CHECK_ARG(n_g == n_g_, "gradient has ", n_g,
@@ -380,10 +476,19 @@ class PySparsifier {
   sparsifiers::Registry registry_ = sparsifiers::builtin_registry();
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<sparsifiers::ErrorFeedback> ef_;
+  std::unique_ptr<sparsifiers::DeviceErrorFeedback> dev_;  // the GPU path, after a CUDA step
   std::int64_t n_g_ = 0;
   sparsifiers::StepStats last_;
   bool has_stats_ = false;
 };
+
+// A benchmark kernel's argument: a contiguous CUDA tensor of this dtype.
+void check_cuda_vector(const at::Tensor& t, at::ScalarType type, const char* name) {
+  if (!t.device().is_cuda() || t.scalar_type() != type || !t.is_contiguous())
+    throw py::type_error(detail::concat(name, ": expected a contiguous CUDA tensor of ",
+                                        c10::toString(type), "; got ", c10::toString(t.scalar_type()),
+                                        " on ", t.device().str()));
+}
 
 void translate(std::exception_ptr p) {
   try {
@@ -406,8 +511,7 @@ void translate(std::exception_ptr p) {
 PYBIND11_MODULE(_exdyna, m) {
   using exdyna::python::PySparsifier;
   m.doc() = "exdyna's C++ sparsifiers with error feedback over a torch.distributed process group";
-  // torch's ProcessGroup type must be registered before a group can be cast.
-  py::module_::import("torch.distributed");
+  exdyna::python::require_process_group_type();
   py::register_exception_translator(&exdyna::python::translate);
   m.def("sparsifier_names", [] { return exdyna::sparsifiers::builtin_registry().names(); });
   m.def("option_names", [] {
@@ -415,10 +519,45 @@ PYBIND11_MODULE(_exdyna, m) {
     for (const auto& [name, _] : exdyna::python::setters()) v.push_back(name);
     return v;
   });
+  m.def("cuda_built", &exdyna::sparsifiers::device_path_built,
+        "Whether this build has the GPU path (CUDA kernels; NCCL or Gloo groups over CUDA tensors)");
+  // Single kernels of the GPU path, for bench/gpu: they run on `stream` (0: the default stream).
+  m.def(
+      "cuda_select_threshold",
+      [](const at::Tensor& acc, double threshold, at::Tensor& out, std::uintptr_t stream) {
+        exdyna::python::check_cuda_vector(acc, at::kFloat, "acc");
+        exdyna::python::check_cuda_vector(out, at::kInt, "out");
+        EXDYNA_CHECK_ARG(out.numel() >= acc.numel(), "out has room for ", out.numel(),
+                         " indices; expected at least acc.numel() = ", acc.numel());
+        py::gil_scoped_release nogil;
+        return exdyna::sparsifiers::device_select_threshold(
+            acc.data_ptr<float>(), acc.numel(), static_cast<float>(threshold),
+            reinterpret_cast<std::uint32_t*>(out.data_ptr<std::int32_t>()),
+            reinterpret_cast<void*>(stream));
+      },
+      py::arg("acc"), py::arg("threshold"), py::arg("out"), py::arg("stream") = 0);
+  m.def(
+      "cuda_accumulate",
+      [](at::Tensor& residual, const at::Tensor& grad, std::uintptr_t stream) {
+        exdyna::python::check_cuda_vector(residual, at::kFloat, "residual");
+        exdyna::python::check_cuda_vector(grad, at::kFloat, "grad");
+        EXDYNA_CHECK_ARG(residual.numel() == grad.numel(), "residual has ", residual.numel(),
+                         " elements, grad ", grad.numel());
+        std::int64_t bad;
+        {
+          py::gil_scoped_release nogil;
+          bad = exdyna::sparsifiers::device_accumulate(residual.data_ptr<float>(),
+                                                       grad.data_ptr<float>(), grad.numel(),
+                                                       reinterpret_cast<void*>(stream));
+        }
+        EXDYNA_CHECK_T(exdyna::DataError, bad < 0, "grad or residual element ", bad,
+                       " is not finite after the accumulate");
+      },
+      py::arg("residual"), py::arg("grad"), py::arg("stream") = 0);
   py::class_<PySparsifier>(m, "Sparsifier")
       .def(py::init<std::string, double, py::handle, const py::dict&>(), py::arg("name"),
            py::arg("density"), py::arg("process_group"), py::arg("options"))
-      .def("step", &PySparsifier::step, py::arg("grad"))
+      .def("step", &PySparsifier::step, py::arg("grad"), py::arg("stream") = 0)
       .def_property_readonly("stats", &PySparsifier::stats)
       .def("save_state", &PySparsifier::save_state)
       .def("load_state", &PySparsifier::load_state, py::arg("state"))
