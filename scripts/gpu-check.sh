@@ -12,7 +12,7 @@
 #   configure    cmake -S . -B build-gpu -G Ninja -DEXDYNA_CUDA=ON (the rest of the harness off)
 #   build        exdyna_cuda_check exdyna_cuda_bench
 #   pip-install  a venv over python3's packages, pip install --no-build-isolation . with
-#                EXDYNA_CUDA=ON (in the background, while the two checks below run)
+#                EXDYNA_CUDA=ON (in the background from the start, beside the three below)
 #   cuda-check   exdyna_cuda_check (every kernel against the CPU)
 #   memcheck     the same under compute-sanitizer --tool memcheck (smaller sizes)
 #   racecheck    the same under compute-sanitizer --tool racecheck, if time is left
@@ -165,20 +165,8 @@ EOF
 }
 stage env 60 bash -c "$(declare -f env_report); PY='$PY' WORK='$WORK' env_report"
 
-# --- the C++ CUDA targets --------------------------------------------------------------------------
-# The harness (sim, engines, CLI, tests, benchmarks) needs Debian dev packages absent there: off.
-stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXDYNA_CUDA="$CUDA_MODE" \
-  -DEXDYNA_WITH_MPI=OFF -DEXDYNA_WITH_TORCH=OFF -DEXDYNA_WITH_PYTHON=OFF \
-  -DEXDYNA_BUILD_TESTS=OFF -DEXDYNA_BUILD_BENCHMARKS=OFF
-if stage_ok configure; then
-  stage build 300 cmake --build "$BUILD" --target exdyna_cuda_check exdyna_cuda_bench -j "$JOBS"
-else
-  skip build "configure failed"
-fi
-CHECK=$BUILD/exdyna_cuda_check
-BENCH=$BUILD/exdyna_cuda_bench
-
-# --- the Python package, built in the background while the checks run ------------------------------
+# --- the Python package, built in the background from the start (the longest build: it is on the
+# critical path of the Python stages), while the C++ targets build and their checks run ----------
 pip_install() {
   rm -rf "$VENV"
   "$PY" -m venv --system-site-packages "$VENV" || return 1
@@ -205,6 +193,19 @@ PIP_OUT=$WORK/pip.out
   stage pip-install 360 bash -c "$(declare -f pip_install); PY='$PY' VENV='$VENV' VPY='$VPY' CUDA_MODE='$CUDA_MODE' pip_install"
 ) >"$PIP_OUT" 2>&1 &
 PIP_PID=$!
+
+# --- the C++ CUDA targets --------------------------------------------------------------------------
+# The harness (sim, engines, CLI, tests, benchmarks) needs Debian dev packages absent there: off.
+stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXDYNA_CUDA="$CUDA_MODE" \
+  -DEXDYNA_WITH_MPI=OFF -DEXDYNA_WITH_TORCH=OFF -DEXDYNA_WITH_PYTHON=OFF \
+  -DEXDYNA_BUILD_TESTS=OFF -DEXDYNA_BUILD_BENCHMARKS=OFF
+if stage_ok configure; then
+  stage build 300 cmake --build "$BUILD" --target exdyna_cuda_check exdyna_cuda_bench -j "$JOBS"
+else
+  skip build "configure failed"
+fi
+CHECK=$BUILD/exdyna_cuda_check
+BENCH=$BUILD/exdyna_cuda_bench
 
 # --- the kernels' self-check, plain and under compute-sanitizer ------------------------------------
 if [ -x "$CHECK" ]; then
