@@ -47,6 +47,28 @@ function(exdyna_find_torch_python)
   set(EXDYNA_TORCH_PY_DIR "${torch_dir}" PARENT_SCOPE)
 endfunction()
 
+# exdyna_find_package_torch(): find_package(Torch QUIET), leaving the CUDA settings as they were.
+# A CUDA torch's Caffe2 files append torch's own nvcc flags to CMAKE_CUDA_FLAGS (a -gencode for
+# every architecture torch was built for, sm_50 included, which nvcc 13 refuses) and unset
+# CMAKE_CUDA_ARCHITECTURES: settings for compiling torch's CUDA sources. We compile none; our
+# kernels take their architectures from cmake/exdyna_cuda.cmake. A macro: Torch_FOUND,
+# TORCH_LIBRARIES and the rest stay in the caller's scope.
+macro(exdyna_find_package_torch)
+  set(_exdyna_cuda_flags "${CMAKE_CUDA_FLAGS}")
+  set(_exdyna_cuda_arch_defined OFF)
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(_exdyna_cuda_arch_defined ON)
+    set(_exdyna_cuda_arch "${CMAKE_CUDA_ARCHITECTURES}")
+  endif()
+  find_package(Torch QUIET)
+  set(CMAKE_CUDA_FLAGS "${_exdyna_cuda_flags}")
+  if(_exdyna_cuda_arch_defined)
+    set(CMAKE_CUDA_ARCHITECTURES "${_exdyna_cuda_arch}")
+  else()
+    unset(CMAKE_CUDA_ARCHITECTURES)
+  endif()
+endmacro()
+
 # The Python-only build: libtorch is the interpreter's torch (a pip wheel's share/cmake, or
 # Debian's libtorch-dev when python3-torch has no CMake files of its own). Missing torch stops
 # configure: the package is nothing without it.
@@ -60,7 +82,7 @@ if(EXDYNA_PYTHON_ONLY)
   if(EXISTS "${EXDYNA_TORCH_PY_CMAKE}/Torch/TorchConfig.cmake")
     list(PREPEND CMAKE_PREFIX_PATH "${EXDYNA_TORCH_PY_CMAKE}")
   endif()
-  find_package(Torch QUIET)
+  exdyna_find_package_torch()
   if(NOT Torch_FOUND)
     message(FATAL_ERROR "exdyna: torch ${EXDYNA_TORCH_PY_VERSION} (${EXDYNA_TORCH_PY_DIR}) imports "
                         "but CMake finds no TorchConfig.cmake under ${EXDYNA_TORCH_PY_CMAKE} or "
