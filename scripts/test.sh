@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: the full build's CTest suite (unit, multi-process engine
-# and training tests), then the core unit tests again built with AddressSanitizer and
+# and training tests), then the Python package installed with pip into .venv and its pytest suite
+# (scripts/python-package.sh), then the core unit tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (no MPI, no libtorch), then the libFuzzer targets of tests/fuzz (clang;
 # 60 s each, two at a time; skipped with a reason where clang or its fuzzer runtime is missing).
 set -euo pipefail
@@ -9,7 +10,11 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 bash scripts/build.sh
 # Label `long` (the 20,000-iteration soaks) is left out: `ctest --test-dir build -L long` runs it.
-ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -LE long
+# Label `python` too: the same pytest suite runs next against the pip-installed package instead.
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -LE 'long|python'
+
+# The Python package as a user installs it: a venv, `pip install --no-build-isolation .`, pytest.
+bash scripts/python-package.sh
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXDYNA_SANITIZE=ON \
   -DEXDYNA_WITH_MPI=OFF -DEXDYNA_WITH_TORCH=OFF -DEXDYNA_BUILD_BENCHMARKS=OFF
