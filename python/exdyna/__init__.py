@@ -9,7 +9,7 @@ stepping over a torch.distributed process group you already have.
 For DistributedDataParallel, see exdyna.ddp (State and hook for register_comm_hook).
 
 Errors: ValueError for a bad density, sparsifier name or option (the message names it), TypeError
-for a gradient that is not a float32 CPU tensor (convert fp16/bf16 with .float() first),
+for a gradient that is not a float32 tensor (convert fp16/bf16 with .float() first),
 TimeoutError when a collective times out, RuntimeError for other communication failures.
 """
 

@@ -24,6 +24,11 @@ states are picked up after DDP's rebuild.
 
 The hook runs the collectives synchronously on the autograd thread (with the GIL released): DDP
 calls the hooks in bucket order on every rank, so the collectives match across ranks.
+
+CUDA buckets (a model on the GPU, an NCCL group; a build with the GPU path, exdyna.cuda_built())
+stay on the GPU: selection, exchange and update run there on torch's current stream, and only
+counts cross to the host. There the sparsifier is "exdyna" (controller "paper" or "exact") or
+"dense"; the others raise ValueError at the first step.
 """
 
 import torch
