@@ -22,14 +22,24 @@ than DDP's 1 MB first bucket whose parameters are registered in gradient-ready o
 the restored run's first iteration, on DDP's first layout, runs on fresh sparsifiers and the loaded
 states are picked up after DDP's rebuild.
 
-The hook runs the collectives synchronously on the autograd thread (with the GIL released): DDP
-calls the hooks in bucket order on every rank, so the collectives match across ranks.
+The hook computes while it communicates (overlap=True, the default): it hands the bucket to the
+State's one communication thread and returns a future at once, so the backward pass goes on
+computing the gradients of earlier layers while this bucket is selected and exchanged; DDP waits
+for every future before the optimizer step. The thread steps the buckets in the order DDP hands
+them over, which is the same on every rank, so the collectives match across ranks; it holds the
+GIL only between steps (the C++ step releases it). An error in a step (a timeout, a dead peer, a
+non-finite gradient) is set on that bucket's future and raised by DDP in the step. overlap=False
+steps each bucket on the autograd thread before the hook returns (for debugging); the decisions
+are the same either way.
 
 CUDA buckets (a model on the GPU, an NCCL group; a build with the GPU path, exdyna.cuda_built())
 stay on the GPU: selection, exchange and update run there on torch's current stream, and only
 counts cross to the host. There the sparsifier is "exdyna" (controller "paper" or "exact") or
 "dense"; the others raise ValueError at the first step.
 """
+
+import concurrent.futures
+import contextlib
 
 import torch
 
@@ -48,8 +58,10 @@ def bucket_key(bucket):
 class State:
     """Per-bucket sparsifiers for exdyna.ddp.hook.
 
-    State(process_group=None, sparsifier="exdyna", density=0.01, **options): the arguments of
-    exdyna.Sparsifier; a bad name, density or option raises ValueError here, before training.
+    State(process_group=None, sparsifier="exdyna", density=0.01, overlap=True, **options): the
+    arguments of exdyna.Sparsifier; a bad name, density or option raises ValueError here, before
+    training. overlap: step the buckets on a communication thread while backward goes on (see
+    the module's doc); False steps them on the autograd thread.
 
     After each step: stats (dict bucket index -> that bucket's last step statistics), and the
     running totals steps (hook calls), k_total (values selected), n_g_total (gradients seen) and
@@ -57,7 +69,12 @@ class State:
     k_total / n_g_total. rebuilds counts the buckets replaced after DDP rebuilt its buckets.
     """
 
-    def __init__(self, process_group=None, sparsifier="exdyna", density=0.01, **options):
+    def __init__(self, process_group=None, sparsifier="exdyna", density=0.01, overlap=True,
+                 **options):
+        if not isinstance(overlap, bool):
+            raise TypeError(f"overlap {overlap!r} is not a bool")
+        self.overlap = overlap
+        self._thread = None  # the communication thread, started on the first overlapped bucket
         self.process_group = _resolve_group(process_group)
         self.sparsifier = sparsifier
         self.target_density = density
@@ -95,7 +112,20 @@ class State:
                 self._layout[key] = layout
         return sp
 
+    def submit(self, work):
+        """Runs work() on the communication thread, after the work submitted before it."""
+        if self._thread is None:
+            self._thread = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="exdyna-comm")
+        return self._thread.submit(work)
+
+    def drain(self):
+        """Waits until the communication thread has finished what was submitted."""
+        if self._thread is not None:
+            self._thread.submit(lambda: None).result()
+
     def _carry_residual(self, sp, layout):
+        self.drain()  # the old buckets' residuals are final only once their steps are done
         where = {}
         for old_key, old_layout in self._layout.items():
             if old_key in self._buckets:
@@ -179,6 +209,15 @@ def _layout(bucket):
     return out if offset == bucket.buffer().numel() else None
 
 
+def _stream_of(buf):
+    """A context that makes the stream buf's gradient was produced on (the hook caller's current
+    stream) current in the communication thread too, so the step's kernels and collectives are
+    ordered after it."""
+    if not buf.is_cuda:
+        return contextlib.nullcontext()
+    return torch.cuda.stream(torch.cuda.current_stream(buf.device))
+
+
 def hook(state, bucket):
     """The DDP communication hook: model.register_comm_hook(state, exdyna.ddp.hook)."""
     buf = bucket.buffer()
@@ -186,10 +225,24 @@ def hook(state, bucket):
         raise TypeError(f"exdyna.ddp.hook: bucket dtype {buf.dtype} is not supported; expected "
                         "torch.float32 (keep the model in float32)")
     sp = state.bucket_sparsifier(bucket_key(bucket), _layout(bucket))
-    update = sp.step(buf)
-    state.record(bucket.index(), sp.stats)
+    index = bucket.index()
     if bucket.is_last():
         state.end_iteration()
     fut = torch.futures.Future()
-    fut.set_result(update)
+    stream = _stream_of(buf)
+
+    def step():
+        try:
+            with stream:
+                update = sp.step(buf)
+            state.record(index, sp.stats)
+        except BaseException as e:  # noqa: B036 - the user sees it when DDP waits on the future
+            fut.set_exception(e)
+            return
+        fut.set_result(update)
+
+    if state.overlap:
+        state.submit(step)
+    else:
+        step()
     return fut
