@@ -18,6 +18,9 @@
 #   racecheck    the same under compute-sanitizer --tool racecheck, if time is left
 #   kernel-bench exdyna_cuda_bench OUTDIR/kernels.json (after the pip build: quiet CPUs)
 #   py-import    the installed package, from outside the source tree: exdyna.cuda_built()
+#   py-errors    tests/gpu/python_errors.py: the refusals that cross the extension as Python
+#                exceptions, one process each, a dying one's backtrace taken with cuda-gdb
+#   py-errors-wheel  the same with a wheel built elsewhere (GPU_CHECK_WHEEL), in its own venv
 #   pytest-cuda  tests/python/test_cuda.py with EXDYNA_REQUIRE_CUDA=1 (a skip is a failure)
 #   bench-select bench/gpu/select_vs_topk.py --out OUTDIR/select_vs_topk.json
 #   bench-ddp    bench/gpu/ddp_resnet18.py --out OUTDIR/ddp_resnet18.json
@@ -33,7 +36,9 @@
 # (default /tmp/venv), GPU_CHECK_QUICK=1 (the benchmarks' --quick), GPU_CHECK_CUDA (EXDYNA_CUDA of
 # both builds, default ON; OFF or AUTO for a dry run of this script without nvcc),
 # CUDA_CHECK_ARGS / MEMCHECK_ARGS (exdyna_cuda_check's arguments in the plain run and under the
-# sanitizers; default none and --quick).
+# sanitizers; default none and --quick), GPU_CHECK_SKIP_CPP=1 (skip the C++ targets' stages, from
+# configure to kernel-bench, already checked on this kind of machine), GPU_CHECK_WHEEL (a wheel of
+# the package built on another machine: py-errors-wheel runs with it).
 set -u
 
 if [ $# -ne 1 ]; then
@@ -185,6 +190,17 @@ print("\n".join(dict.fromkeys(dirs)))' >"$site/_gpu_check_parent.pth" || return 
   EXDYNA_CUDA="$CUDA_MODE" "$VPY" -m pip install --no-build-isolation --no-deps --no-index -v \
     --config-settings=cmake.define.EXDYNA_CUDA="$CUDA_MODE" --config-settings=build-dir=build-pip .
 }
+# The error probe with a wheel built elsewhere, in a venv of its own that sees what $VENV sees.
+wheel_probe() {
+  local w=/tmp/venv-wheel site_from site_to
+  rm -rf "$w"
+  "$VPY" -m venv --system-site-packages "$w" || return 1
+  site_from=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+  site_to=$("$w/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+  cp "$site_from/_gpu_check_parent.pth" "$site_to/" || return 1
+  "$w/bin/python" -m pip install -q --no-deps --no-index "$REPO/$WHEEL" || return 1
+  cd /tmp && "$w/bin/python" "$REPO/tests/gpu/python_errors.py"
+}
 PIP_OUT=$WORK/pip.out
 # stage() inside a background subshell: its output goes to PIP_OUT only, appended to the log at
 # the join below, so it does not interleave with the checks' output.
@@ -196,10 +212,15 @@ PIP_PID=$!
 
 # --- the C++ CUDA targets --------------------------------------------------------------------------
 # The harness (sim, engines, CLI, tests, benchmarks) needs Debian dev packages absent there: off.
-stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXDYNA_CUDA="$CUDA_MODE" \
+SKIP_CPP=${GPU_CHECK_SKIP_CPP:-0}
+if [ "$SKIP_CPP" = 1 ]; then BUILD=/nonexistent-skipped; fi
+[ "$SKIP_CPP" = 1 ] && skip configure "GPU_CHECK_SKIP_CPP=1"
+[ "$SKIP_CPP" = 1 ] || stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXDYNA_CUDA="$CUDA_MODE" \
   -DEXDYNA_WITH_MPI=OFF -DEXDYNA_WITH_TORCH=OFF -DEXDYNA_WITH_PYTHON=OFF \
   -DEXDYNA_BUILD_TESTS=OFF -DEXDYNA_BUILD_BENCHMARKS=OFF
-if stage_ok configure; then
+if [ "$SKIP_CPP" = 1 ]; then
+  skip build "GPU_CHECK_SKIP_CPP=1"
+elif stage_ok configure; then
   stage build 300 cmake --build "$BUILD" --target exdyna_cuda_check exdyna_cuda_bench -j "$JOBS"
 else
   skip build "configure failed"
@@ -253,6 +274,12 @@ if stage_ok pip-install; then
 print(\"exdyna from\", exdyna.__file__)
 print(\"cuda_built\", exdyna.cuda_built(), \"; cuda available\", torch.cuda.is_available())
 assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
+  GDB=()
+  command -v cuda-gdb >/dev/null 2>&1 && GDB=(--gdb cuda-gdb)
+  stage py-errors 120 bash -c "cd /tmp && '$VPY' '$REPO/tests/gpu/python_errors.py' ${GDB[*]}"
+  if [ -n "${GPU_CHECK_WHEEL:-}" ]; then
+    stage py-errors-wheel 90 bash -c "$(declare -f wheel_probe); VPY='$VPY' REPO='$REPO' WHEEL='$GPU_CHECK_WHEEL' wheel_probe"
+  fi
   timeout_opt=()
   "$VPY" -c 'import pytest_timeout' >/dev/null 2>&1 && timeout_opt=(--timeout 170)
   stage pytest-cuda 200 bash -c "cd /tmp && EXDYNA_REQUIRE_CUDA=1 '$VPY' -m pytest -v -rfEs \

@@ -11,7 +11,9 @@ optimizer.step().
 
   builtin         DDP with no hook (its C++ all-reduce)
   allreduce_hook  torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook
-  exdyna          exdyna.ddp.hook, State(density=--density, default 0.01), the exact controller
+  exdyna          exdyna.ddp.hook, State(density=--density, default 0.01), the exact controller;
+                  each bucket stepped on the State's communication thread while backward goes on
+  exdyna_sync     the same with State(overlap=False): each bucket stepped inside the hook
                   (the default); its density, bytes and per-bucket statistics are reported
 
 At world size 1 the collectives move nothing, so the ratio exdyna / builtin is what the hook costs
@@ -49,8 +51,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, help="timed steps (default 50)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 10)")
     p.add_argument("--density", type=float, default=0.01, help="exdyna's d (default 0.01)")
-    p.add_argument("--variants", default="builtin,allreduce_hook,exdyna",
-                   help="comma-separated, from builtin, allreduce_hook, exdyna")
+    p.add_argument("--variants", default="builtin,allreduce_hook,exdyna,exdyna_sync",
+                   help="comma-separated, from builtin, allreduce_hook, exdyna, exdyna_sync")
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="check this script without a GPU: CPU model, Gloo group; times mean nothing")
     a = p.parse_args(argv)
@@ -59,9 +61,11 @@ def parse_args(argv=None):
     a.steps = a.steps or (10 if a.quick else 50)
     a.warmup = a.warmup if a.warmup is not None else (3 if a.quick else 10)
     a.variants = [v.strip() for v in a.variants.split(",") if v.strip()]
-    bad = [v for v in a.variants if v not in ("builtin", "allreduce_hook", "exdyna")]
+    bad = [v for v in a.variants
+           if v not in ("builtin", "allreduce_hook", "exdyna", "exdyna_sync")]
     if bad:
-        p.error(f"--variants: unknown {bad}; expected builtin, allreduce_hook, exdyna")
+        p.error(f"--variants: unknown {bad}; expected builtin, allreduce_hook, exdyna, "
+                "exdyna_sync")
     if not 0 < a.density <= 1:
         p.error(f"--density {a.density} is not in (0, 1]")
     if a.batch < 1 or a.image < 16 or a.steps < 1 or a.warmup < 0 or a.classes < 2:
@@ -129,9 +133,10 @@ def main(argv=None):
     def med(name):
         return vs.get(name, {}).get("median_ms")
     ratios = {}
-    for ref in ("builtin", "allreduce_hook"):
-        if med("exdyna") and med(ref):
-            ratios[f"exdyna_over_{ref}"] = med("exdyna") / med(ref)
+    for mine in ("exdyna", "exdyna_sync"):
+        for ref in ("builtin", "allreduce_hook"):
+            if med(mine) and med(ref):
+                ratios[f"{mine}_over_{ref}"] = med(mine) / med(ref)
     result["ratios"] = ratios
     result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     print_table(result)
@@ -150,9 +155,9 @@ def run_variant(torch, torchvision, variant, args, device):
     if variant == "allreduce_hook":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.allreduce_hook)
-    elif variant == "exdyna":
+    elif variant in ("exdyna", "exdyna_sync"):
         import exdyna.ddp
-        state = exdyna.ddp.State(density=args.density)
+        state = exdyna.ddp.State(density=args.density, overlap=variant == "exdyna")
         model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator(device=device).manual_seed(1)
