@@ -81,6 +81,10 @@ if(EXDYNA_PYTHON_ONLY)
   endif()
   if(EXISTS "${EXDYNA_TORCH_PY_CMAKE}/Torch/TorchConfig.cmake")
     list(PREPEND CMAKE_PREFIX_PATH "${EXDYNA_TORCH_PY_CMAKE}")
+    # The wheel's own libraries first: TorchConfig looks for c10 by name with its lib folder as a
+    # last resort, so on a machine that also has Debian's libtorch it took /usr/lib's libc10.so
+    # (1.13) beside the wheel's libtorch, and the module needed both.
+    list(PREPEND CMAKE_PREFIX_PATH "${EXDYNA_TORCH_PY_DIR}")
   endif()
   exdyna_find_package_torch()
   if(NOT Torch_FOUND)

@@ -274,6 +274,10 @@ if stage_ok pip-install; then
 print(\"exdyna from\", exdyna.__file__)
 print(\"cuda_built\", exdyna.cuda_built(), \"; cuda available\", torch.cuda.is_available())
 assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
+  # How the module links the C++ runtime: its NEEDED libraries, and how many std:: symbols it
+  # exports (a statically linked libstdc++ whose symbols leak crashed the refusals here once).
+  stage py-linkage 30 bash -c "so=\$(cd /tmp && '$VPY' -c 'import exdyna._exdyna as m; print(m.__file__)') &&
+    readelf -d \"\$so\" | grep NEEDED; echo exported std:: symbols: \$(nm -D --defined-only \"\$so\" | grep -c ' _ZNS[t]\\| _ZSt')"
   GDB=()
   command -v cuda-gdb >/dev/null 2>&1 && GDB=(--gdb cuda-gdb)
   stage py-errors 120 bash -c "cd /tmp && '$VPY' '$REPO/tests/gpu/python_errors.py' ${GDB[*]}"
