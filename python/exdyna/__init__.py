@@ -8,10 +8,15 @@ stepping over a torch.distributed process group you already have.
 
 For DistributedDataParallel, see exdyna.ddp (State and hook for register_comm_hook).
 
-Errors: ValueError for a bad density, sparsifier name or option (the message names it), TypeError
-for a gradient that is not a float32 tensor (convert fp16/bf16 with .float() first),
-TimeoutError when a collective times out, RuntimeError for other communication failures.
+Errors: ValueError for a bad density, sparsifier name or option (the message names it), a
+non-contiguous gradient, or ranks that disagree on the sparsifier, density, options, gradient
+length or dtype (at the first step, on every rank); TypeError for a gradient that is not a
+float32, bfloat16 or float16 tensor; TimeoutError when a collective times out, RuntimeError for
+other communication failures.
 """
+
+import hashlib
+import json
 
 import torch  # noqa: F401  (loads libtorch and registers the ProcessGroup type first)
 import torch.distributed as _dist
@@ -19,6 +24,9 @@ import torch.distributed as _dist
 from . import _exdyna
 
 __all__ = ["Sparsifier", "sparsifier_names", "option_names", "cuda_built", "ddp"]
+
+
+_STEP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def cuda_built():
@@ -49,48 +57,113 @@ def _resolve_group(process_group):
 class Sparsifier:
     """One error-feedback sparsifier of one flat gradient, over a torch.distributed group.
 
-    Sparsifier(name="exdyna", density=0.01, process_group=None, **options)
+    Sparsifier(sparsifier="exdyna", density=0.01, process_group=None, **options): the same
+    argument names and order as exdyna.ddp.State.
 
-    name: one of sparsifier_names(). density: d in (0, 1]. process_group: a torch.distributed
-    process group (Gloo; default: the default group). options: the CLI's sparsifier flags in
-    Python spelling (see option_names()): gather ("padded" | "exact"), values ("fp32" | "fp16" |
-    "bf16"), blocks, min_blk, blk_move,
+    sparsifier: one of sparsifier_names(). density: d in (0, 1]. process_group: a
+    torch.distributed process group (Gloo, or NCCL for CUDA tensors; default: the default group).
+    options: the CLI's sparsifier flags in Python spelling (see option_names()): gather ("padded"
+    | "exact"), values ("fp32" | "fp16" | "bf16"), blocks, min_blk, blk_move,
     alpha, beta, gamma, initial_threshold, controller ("paper" | "histogram" | "exact"), balance
     ("paper" | "exact"), worker_cap ("auto" | "none" | factor), ladder_rungs, ladder_span,
     hard_threshold, sidco_stages, randomk_seed, dgc_sample, oktopk_period, oktopk_repartition,
     measure_global_error (bool), timeout
     (seconds). The defaults are `exdyna train`'s: controller="exact", balance="exact", worker_cap="auto".
 
-    Every rank of the group must call step() in the same order with gradients of the same length.
+    Every rank of the group must call step() in the same order with gradients of the same length
+    and dtype. The first step checks that they do: one small all-gather of each rank's
+    fingerprint (sparsifier, density, options, length, dtype); where a rank differs, every rank
+    raises the same ValueError naming that rank and the field, instead of a collective that would
+    mismatch (hang, abort or silently mix gradients of different lengths).
     """
 
-    def __init__(self, name="exdyna", density=0.01, process_group=None, **options):
-        if not isinstance(name, str):
-            raise TypeError(f"sparsifier name {name!r} is not a string")
+    # The fingerprint's fields in the order they are compared (and named in the error).
+    _FIELDS = ("sparsifier", "density", "options", "length", "dtype")
+    _FINGERPRINT_BYTES = 1024
+
+    def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, **options):
+        if not isinstance(sparsifier, str):
+            raise TypeError(f"sparsifier name {sparsifier!r} is not a string")
         if isinstance(density, bool) or not isinstance(density, (int, float)):
             raise ValueError(f"density {density!r} is not valid; expected a number in (0, 1]")
-        self._core = _exdyna.Sparsifier(name, float(density), _resolve_group(process_group),
-                                        dict(options))
+        self._group = _resolve_group(process_group)
+        self._options = dict(options)
+        self._core = _exdyna.Sparsifier(sparsifier, float(density), self._group, self._options)
+        self._agreed = False  # the ranks' fingerprints are compared at this object's first step
 
     def step(self, grad):
-        """This rank's raw gradient (float32, any shape) in; the averaged sparse update (a new
-        tensor of the same shape and device, identical on every rank) out. The input is
-        unchanged; the residual stays inside (error feedback).
+        """This rank's raw gradient (float32, bfloat16 or float16; contiguous, any shape) in; the
+        averaged sparse update (a new tensor of the same shape, dtype and device, identical on
+        every rank) out. The input is unchanged; the residual stays inside (error feedback), in
+        float32 whatever the gradient's dtype: a 16-bit gradient is widened for the step and the
+        update rounded back to its dtype.
 
         On a CUDA tensor (a build with the GPU path, cuda_built(); an NCCL group, or Gloo)
         everything stays on the GPU, ordered on torch's current stream: exdyna (controller "paper"
         or "exact") and dense run there; the other sparsifiers raise ValueError."""
         if not isinstance(grad, torch.Tensor):
             raise TypeError(f"gradient {type(grad).__name__} is not a torch.Tensor")
-        if grad.is_cuda:
-            return self._core.step(grad, torch.cuda.current_stream(grad.device).cuda_stream)
-        return self._core.step(grad)
+        if grad.dtype not in _STEP_DTYPES:
+            raise TypeError(f"gradient dtype {grad.dtype} is not supported; expected "
+                            "torch.float32, torch.bfloat16 or torch.float16")
+        if not grad.is_contiguous():
+            # A silent copy would hide that the update does not alias the caller's buffer.
+            raise ValueError(f"gradient of shape {tuple(grad.shape)} is not contiguous (strides "
+                             f"{tuple(grad.stride())}); expected a contiguous tensor "
+                             "(pass grad.contiguous())")
+        if not self._agreed:
+            self._check_agreement(grad)
+        wide = grad if grad.dtype == torch.float32 else grad.float()
+        if wide.is_cuda:
+            update = self._core.step(wide, torch.cuda.current_stream(wide.device).cuda_stream)
+        else:
+            update = self._core.step(wide)
+        return update if grad.dtype == torch.float32 else update.to(grad.dtype)
+
+    def fingerprint(self, grad):
+        """What every rank must agree on to step together: a dict of the _FIELDS."""
+        return {"sparsifier": self._core.name, "density": repr(self._core.density),
+                "options": repr(sorted(self._options.items())), "length": str(grad.numel()),
+                "dtype": str(grad.dtype)}
+
+    def _check_agreement(self, grad):
+        mine = self.fingerprint(grad)
+        raw = json.dumps(mine).encode()
+        if len(raw) > self._FINGERPRINT_BYTES:  # long options: compared by digest
+            mine["options"] = "sha256:" + hashlib.sha256(mine["options"].encode()).hexdigest()
+            raw = json.dumps(mine).encode()
+        buf = torch.zeros(self._FINGERPRINT_BYTES, dtype=torch.uint8)
+        buf[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+        # NCCL moves only CUDA tensors; Gloo both (a CUDA gradient keeps it on its device).
+        if grad.is_cuda or _dist.get_backend(self._group) == "nccl":
+            buf = buf.to(grad.device if grad.is_cuda else torch.device("cuda"))
+        out = [torch.empty_like(buf) for _ in range(_dist.get_world_size(self._group))]
+        _dist.all_gather(out, buf, group=self._group)
+        prints = [json.loads(bytes(b.cpu().tolist()).rstrip(b"\0").decode()) for b in out]
+        for field in self._FIELDS:
+            for rank, other in enumerate(prints):
+                if other[field] != prints[0][field]:
+                    raise ValueError(
+                        f"ranks disagree at the first step: rank {rank} has {field} "
+                        f"{other[field]}, rank 0 has {prints[0][field]}; every rank must step the "
+                        "same sparsifier, density, options, gradient length and dtype")
+        self._agreed = True
 
     @property
     def stats(self):
-        """The last step's statistics as a dict (None before the first step): iteration, n_g, k,
-        density, density_error, k_per_worker, k_total, f_t, threshold, global_error,
-        bytes (dict; 'total'), times (dict of seconds), ..."""
+        """The last step's statistics as a dict (None before the first step):
+
+        iteration (the step's number, from 0), world_size, n_g (gradient length), k (target count
+        floor(d * n_g)), target_density (d), threshold (the selection threshold used; NaN for
+        sparsifiers without one), k_per_worker (values each rank selected), k_total (their sum),
+        k_unique (distinct indices in the update), density (k_total / n_g), density_error
+        (Eq. 6: |k - k_total| / n_g), f_t (Eq. 5: n * max k_i / k_total, 1 when balanced),
+        padded_elements (n * max k_i - k_total, the padding of padded all-gathers), global_error
+        (Eq. 1, the residual's norm over the group, when measure_global_error=True; else NaN), alloc_per_worker and blocks_per_partition
+        (ExDyna's partitions; empty for others), bytes (this rank's bytes per collective:
+        allgather_counts, allgather_indices, allreduce, broadcast, alltoall, padded_elements, and
+        total, the sum of the five collectives), times (seconds: accumulate, select, select_cpu,
+        allgather, allreduce, broadcast, update, other)."""
         return self._core.stats
 
     def state_dict(self):
@@ -98,6 +171,11 @@ class Sparsifier:
         return {"name": self._core.name, "state": self._core.save_state()}
 
     def load_state_dict(self, state):
+        """Restores a state_dict(); ValueError (naming both) when another sparsifier, density,
+        option or gradient length saved it, before any collective."""
+        if not isinstance(state, dict) or not isinstance(state.get("state"), bytes):
+            raise ValueError(f"state {type(state).__name__} is not a Sparsifier.state_dict() "
+                             "(expected a dict with 'state' bytes)")
         self._core.load_state(state["state"])
 
     def residual(self):

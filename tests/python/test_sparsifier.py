@@ -44,11 +44,14 @@ def test_bad_name_lists_the_known_ones(one_rank):
 
 def test_bad_gradients(one_rank):
     sp = exdyna.Sparsifier("topk", 0.1)
-    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32):
-        with pytest.raises(TypeError, match="float32"):
+    for dtype in (torch.float64, torch.int32, torch.uint8):
+        with pytest.raises(TypeError, match=f"dtype {dtype} .*expected torch.float32"):
             sp.step(torch.ones(100, dtype=dtype))
     with pytest.raises(TypeError):
         sp.step([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"shape \(10, 10\) is not contiguous"):
+        sp.step(torch.ones(10, 10).t())
+    assert sp.iteration == 0 and sp.stats is None  # nothing refused reached the sparsifier
     sp.step(torch.ones(100))
     with pytest.raises(ValueError, match="built for 100"):
         sp.step(torch.ones(101))
@@ -58,6 +61,27 @@ def test_bad_gradients(one_rank):
         sp.step(bad)
     with pytest.raises(ValueError, match="not an exdyna sparsifier state"):
         sp.load_state_dict({"state": b"garbage!garbage!"})
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_gradients_keep_an_fp32_residual(one_rank, dtype):
+    sp = exdyna.Sparsifier("topk", 0.01)
+    g = ranks.gradient(0, 0, 10000)
+    half = g.to(dtype)
+    u = sp.step(half)
+    assert u.dtype == dtype and u.shape == half.shape
+    kept = u != 0
+    assert int(kept.sum()) == 100
+    assert torch.equal(u[kept], half[kept])  # one rank: the update is the selected gradient
+    # the residual is the widened gradient, unsent values kept in float32
+    r = sp.residual()
+    assert r.dtype == torch.float32
+    assert torch.equal(r[~kept], half.float()[~kept]) and not r[kept].any()
+    # a second step accumulates in float32: residual + grad, not rounded to 16 bits in between
+    u2 = sp.step(half)
+    expect = r + half.float()
+    top = expect.abs().topk(100).indices
+    assert torch.equal(u2[top].float(), expect[top].to(dtype).float())
 
 
 def test_no_process_group():
