@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """exdyna's DDP communication hook against plain DDP on the main job: the small CNN of
-`exdyna train` (two 5x5 conv + max-pool stages, two dense layers) on Fashion-MNIST, 4 Gloo ranks
-spawned with torch.multiprocessing on this machine, SGD lr 0.05 momentum 0.9, batch 32 per rank,
-lr x0.1 for the last epoch.
+`exdyna train` (two 5x5 conv + max-pool stages, two dense layers) on Fashion-MNIST, SGD lr 0.05
+momentum 0.9, batch 32 per rank, lr x0.1 for the last epoch, Gloo.
 
-    PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py            # hook, then plain DDP
-    PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py --mode hook --density 0.01
-    PYTHONPATH=build/python python3 examples/ddp_fashion_mnist.py --mode all   # + fp16, PowerSGD
+Under torchrun (env://: one process per rank, on one host or across hosts with --nnodes):
 
-Prints, per epoch and run: test accuracy, the hook's actual density (values selected / gradients
+    torchrun --standalone --nproc_per_node 4 examples/ddp_fashion_mnist.py --mode hook
+    torchrun --nnodes 2 --node_rank 0 --master_addr HOST0 --nproc_per_node 4 \
+        examples/ddp_fashion_mnist.py --mode hook           # and --node_rank 1 on the other host
+
+Without torchrun it spawns --workers ranks on this machine itself:
+
+    python3 examples/ddp_fashion_mnist.py                    # hook, then plain DDP
+    python3 examples/ddp_fashion_mnist.py --mode hook --density 0.01
+    python3 examples/ddp_fashion_mnist.py --mode all         # + fp16, PowerSGD
+
+Prints, per epoch and run: the hook's State.compression_stats(), test accuracy, the hook's actual density (values selected / gradients
 seen, over all buckets), the bytes each rank moved per step (as exdyna's communicator counts
 them: the gathered buffers and the all-reduced values; plain DDP all-reduces the whole gradient,
 4 bytes per parameter, fp16_compress_hook 2; PowerSGD's are computed from its rules) and the
@@ -72,12 +79,18 @@ def accuracy(model, x, y):
 
 
 def run(rank, world, args, mode, port, results):
-    import exdyna.ddp
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
+    """A spawned rank: joins the group over TCP on this machine, trains one mode."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
+    train(rank, world, args, mode, results)
+    dist.destroy_process_group()
+
+
+def train(rank, world, args, mode, results):
+    import exdyna
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     xtr, ytr = load(args.data_dir, "train")
     xte, yte = load(args.data_dir, "t10k")
     torch.manual_seed(args.seed)
@@ -86,7 +99,7 @@ def run(rank, world, args, mode, port, results):
     state = None
     bytes_per_step = 4.0 * n_params  # plain DDP: all-reduce of the whole float32 gradient
     if mode == "hook":
-        state = exdyna.ddp.State(sparsifier=args.sparsifier, density=args.density)
+        state = exdyna.ddp.State(args.sparsifier, args.density, start_iter=args.start_iter)
         model.register_comm_hook(state, exdyna.ddp.hook)
     elif mode == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -127,8 +140,9 @@ def run(rank, world, args, mode, port, results):
                     f"density {density:.5f}  bytes/step/rank {bytes_per_step:,.0f}  "
                     f"{ms:.1f} ms/step ({steps_per_epoch} steps)")
             print(line, flush=True)
+            if state:
+                print("         " + state.compression_stats(), flush=True)
             results[mode] = (acc, density, bytes_per_step, ms)
-    dist.destroy_process_group()
 
 
 def powersgd_bytes(model, rank):
@@ -161,7 +175,10 @@ def main():
     p.add_argument("--powersgd-rank", type=int, default=1)
     p.add_argument("--sparsifier", default="exdyna")
     p.add_argument("--density", type=float, default=0.01)
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--start-iter", type=int, default=0,
+                   help="the hook's warm-up: steps of plain all-reduce before sparsifying")
+    p.add_argument("--workers", type=int, default=4,
+                   help="ranks to spawn without torchrun (torchrun sets them itself)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
@@ -171,21 +188,37 @@ def main():
     args = p.parse_args()
     modes = {"both": ["hook", "ddp"], "all": ["hook", "ddp", "fp16", "powersgd"]}.get(
         args.mode, [args.mode])
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        # torchrun (or any env:// launcher): this process is one rank; the modes run in turn.
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        rank, world = dist.get_rank(), dist.get_world_size()
+        results = {}
+        for mode in modes:
+            train(rank, world, args, mode, results)
+        if rank == 0:
+            summary(args, world, modes, results)
+        dist.destroy_process_group()
+        return
     with mp.Manager() as manager:
         results = manager.dict()
         for mode in modes:
             mp.spawn(run, args=(args.workers, args, mode, free_port(), results),
                      nprocs=args.workers)
-        print(f"\n{args.workers} Gloo ranks, {args.epochs} epochs, batch {args.batch_size}/rank, "
-              f"sparsifier {args.sparsifier} at d = {args.density}:")
-        labels = {"hook": f"exdyna hook ({args.sparsifier})", "ddp": "plain DDP",
-                  "fp16": "fp16_compress_hook", "powersgd": f"powerSGD_hook (rank {args.powersgd_rank})"}
-        for mode in modes:
-            acc, density, bps, ms = results[mode]
-            print(f"  {labels[mode]:26s} test accuracy {100 * acc:.2f} %  density {density:.5f}  "
-                  f"bytes/step/rank {bps:,.0f}  {ms:.1f} ms/step (last epoch)")
-        if "hook" in modes and "ddp" in modes:
-            print(f"  bytes ratio DDP / hook: {results['ddp'][2] / results['hook'][2]:.1f}x")
+        summary(args, args.workers, modes, results)
+
+
+def summary(args, world, modes, results):
+    print(f"\n{world} Gloo ranks, {args.epochs} epochs, batch {args.batch_size}/rank, "
+          f"sparsifier {args.sparsifier} at d = {args.density}:")
+    labels = {"hook": f"exdyna hook ({args.sparsifier})", "ddp": "plain DDP",
+              "fp16": "fp16_compress_hook", "powersgd": f"powerSGD_hook (rank {args.powersgd_rank})"}
+    for mode in modes:
+        acc, density, bps, ms = results[mode]
+        print(f"  {labels[mode]:26s} test accuracy {100 * acc:.2f} %  density {density:.5f}  "
+              f"bytes/step/rank {bps:,.0f}  {ms:.1f} ms/step (last epoch)")
+    if "hook" in modes and "ddp" in modes:
+        print(f"  bytes ratio DDP / hook: {results['ddp'][2] / results['hook'][2]:.1f}x")
 
 
 if __name__ == "__main__":

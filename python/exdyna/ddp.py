@@ -38,6 +38,7 @@ counts cross to the host. There the sparsifier is "exdyna" (controller "paper" o
 "dense"; the others raise ValueError at the first step.
 """
 
+import collections
 import concurrent.futures
 import contextlib
 
@@ -56,44 +57,105 @@ def bucket_key(bucket):
 
 
 class State:
-    """Per-bucket sparsifiers for exdyna.ddp.hook.
+    """Per-bucket sparsifiers for exdyna.ddp.hook, with PowerSGDState's conventions.
 
-    State(process_group=None, sparsifier="exdyna", density=0.01, overlap=True, **options): the
-    arguments of exdyna.Sparsifier; a bad name, density or option raises ValueError here, before
-    training. overlap: step the buckets on a communication thread while backward goes on (see
-    the module's doc); False steps them on the autograd thread.
+    State(sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
+          min_compression_rate=2.0, overlap=True, **options)
 
-    After each step: stats (dict bucket index -> that bucket's last step statistics), and the
-    running totals steps (hook calls), k_total (values selected), n_g_total (gradients seen) and
-    bytes_total (bytes of the collectives, as the C++ communicator counts them); density() is
-    k_total / n_g_total. rebuilds counts the buckets replaced after DDP rebuilt its buckets.
+    sparsifier, density, process_group, options: exdyna.Sparsifier's arguments, in its order; a
+    bad name, density or option raises ValueError here, before training. process_group=None is
+    the default group (resolved now, and again after unpickling).
+    start_iter: the first start_iter iterations (DDP steps) all-reduce every bucket densely,
+    exactly as DDP's own all-reduce does (divide by the world size, sum); the sparsifiers start
+    afterwards with residuals at zero (PowerSGD's start_powerSGD_iter).
+    min_compression_rate: a bucket whose sparse exchange (estimated from its length and the
+    density: see sparse_bytes) would not be at least this many times smaller than its dense
+    all-reduce is all-reduced densely instead (tiny buckets).
+    overlap: step the buckets on a communication thread while backward goes on (see the module's
+    doc); False steps them on the autograd thread. Decisions are the same either way.
+
+    After each step: stats (dict bucket index -> that bucket's last statistics: a sparse bucket's
+    are exdyna.Sparsifier.stats plus mode "sparse"; a dense bucket's are mode "dense" (warm-up)
+    or "small" (under min_compression_rate), iteration, world_size, n_g, k = k_total = n_g,
+    density 1, f_t 1 and bytes {"allreduce", "total"}); running totals: iter (DDP iterations
+    finished), steps (bucket steps), dense_steps (those all-reduced densely), k_total and
+    n_g_total (values selected and gradients seen by the sparse steps), bytes_total (bytes sent,
+    as the C++ communicator counts them: dense steps count their all-reduced bytes) and
+    dense_bytes_total (what DDP's all-reduce would have sent for the same steps); density() is
+    k_total / n_g_total; compression_stats() is all of it as one line. rebuilds counts the buckets
+    replaced after DDP rebuilt its buckets.
+
+    Picklable (torch.save(state)): the sparsifiers' states travel as in state_dict(); the
+    communication thread and the process group do not, and the loaded State uses the default
+    group (as PowerSGDState does).
     """
 
-    def __init__(self, process_group=None, sparsifier="exdyna", density=0.01, overlap=True,
-                 **options):
+    def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
+                 min_compression_rate=2.0, overlap=True, **options):
         if not isinstance(overlap, bool):
             raise TypeError(f"overlap {overlap!r} is not a bool")
+        if isinstance(start_iter, bool) or not isinstance(start_iter, int) or start_iter < 0:
+            raise ValueError(f"start_iter {start_iter!r} is not valid; expected an integer >= 0")
+        if (isinstance(min_compression_rate, bool)
+                or not isinstance(min_compression_rate, (int, float))
+                or not min_compression_rate >= 0):
+            raise ValueError(f"min_compression_rate {min_compression_rate!r} is not valid; "
+                             "expected a number >= 0 (0: every bucket sparse)")
         self.overlap = overlap
+        self.start_iter = start_iter
+        self.min_compression_rate = float(min_compression_rate)
         self._thread = None  # the communication thread, started on the first overlapped bucket
-        self.process_group = _resolve_group(process_group)
+        self._group = _resolve_group(process_group)
         self.sparsifier = sparsifier
         self.target_density = density
         self.options = dict(options)
         # Validate now, not inside backward: building one costs no collective.
         self._make()
+        self._reset()
+
+    def _reset(self):
         self._buckets = {}  # bucket_key -> Sparsifier
         self._loaded = {}   # bucket_key -> state bytes not yet claimed by a bucket
         self._seen = set()  # keys seen in this iteration
         self._layout = {}   # bucket_key -> [(parameter data_ptr, offset, numel)]
+        self._shapes = collections.Counter()  # parameter shapes seen in this iteration
+        self.parameter_shapes = None  # ... in the last whole iteration (sorted list)
+        self._expected_shapes = None  # a loaded checkpoint's parameter_shapes, until checked
         self.stats = {}
+        self.iter = 0
         self.steps = 0
+        self.dense_steps = 0
         self.k_total = 0
         self.n_g_total = 0
         self.bytes_total = 0
+        self.dense_bytes_total = 0
         self.rebuilds = 0
+
+    @property
+    def process_group(self):
+        if self._group is None:  # unpickled: the default group, once it exists
+            self._group = _resolve_group(None)
+        return self._group
 
     def _make(self):
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **self.options)
+
+    def sparse_bytes(self, n_g, world_size):
+        """The estimate min_compression_rate compares with 4 * n_g (the dense all-reduce): the
+        counts (4 bytes a rank), the k = max(world_size, floor(d * n_g)) gathered indices (4
+        bytes each) and their values (2 bytes with values fp16/bf16, else 4)."""
+        k = max(world_size, int(self.target_density * n_g))
+        value_bytes = 2 if self.options.get("values") in ("fp16", "bf16") else 4
+        return 4 * world_size + (4 + value_bytes) * k
+
+    def dense_mode(self, n_g, world_size):
+        """How a bucket of n_g gradients goes at the current iteration: None (sparse), "dense"
+        (the start_iter warm-up) or "small" (under min_compression_rate)."""
+        if self.iter < self.start_iter:
+            return "dense"
+        if 4 * n_g < self.min_compression_rate * self.sparse_bytes(n_g, world_size):
+            return "small"
+        return None
 
     def bucket_sparsifier(self, key, layout=None):
         """The sparsifier of the bucket with this key (see bucket_key), created on first use.
@@ -148,14 +210,37 @@ class State:
                 residual[offset:offset + numel] = r[old_offset:old_offset + numel]
         sp.set_residual(residual)
 
+    def check_shapes(self, shapes):
+        """Refuses (ValueError, before the bucket's collective) a bucket holding a parameter
+        shape that the loaded checkpoint's model does not have: a checkpoint of another model."""
+        if self._expected_shapes is None:
+            return
+        missing = collections.Counter(shapes) - self._expected_shapes
+        if missing:
+            raise ValueError(
+                f"the loaded checkpoint is from another model: this model has parameters of shape "
+                f"{sorted(missing.elements())} that the checkpoint's model (parameter shapes "
+                f"{sorted(self._expected_shapes.elements())}) has not")
+
     def end_iteration(self):
-        """Drops the sparsifiers of buckets not seen since the last call (DDP rebuilt them)."""
+        """Drops the sparsifiers of buckets not seen since the last call (DDP rebuilt them) and
+        counts the iteration."""
         stale = [k for k in self._buckets if k not in self._seen]
         for k in stale:
             del self._buckets[k]
             self._layout.pop(k, None)
         self.rebuilds += len(stale)
         self._seen = set()
+        shapes = sorted(self._shapes.elements())
+        if self._expected_shapes is not None:
+            expected = sorted(self._expected_shapes.elements())
+            self._expected_shapes = None
+            if shapes != expected:
+                raise ValueError(f"the loaded checkpoint is from another model: its parameters "
+                                 f"have shapes {expected}, this model's {shapes}")
+        self.parameter_shapes = shapes
+        self._shapes = collections.Counter()
+        self.iter += 1
 
     def buckets(self):
         """The keys of the live buckets."""
@@ -164,40 +249,86 @@ class State:
     def density(self):
         return self.k_total / self.n_g_total if self.n_g_total else 0.0
 
-    def record(self, index, stats):
+    def record(self, index, stats, dense_bytes):
+        stats = dict(stats)
+        stats.setdefault("mode", "sparse")
         self.stats[index] = stats
         self.steps += 1
-        self.k_total += stats["k_total"]
-        self.n_g_total += stats["n_g"]
+        if stats["mode"] == "sparse":
+            self.k_total += stats["k_total"]
+            self.n_g_total += stats["n_g"]
+        else:
+            self.dense_steps += 1
         self.bytes_total += stats["bytes"]["total"]
+        self.dense_bytes_total += dense_bytes
+
+    def compression_stats(self):
+        """One line to log: bytes sent against DDP's dense all-reduce, the actual density against
+        d, and the mean f(t) of the buckets' last sparse steps."""
+        f_t = [s["f_t"] for s in self.stats.values() if s.get("mode") == "sparse"]
+        ratio = self.dense_bytes_total / self.bytes_total if self.bytes_total else 0.0
+        return (f"exdyna {self.sparsifier} d={self.target_density:g}: iteration {self.iter}, "
+                f"{self.steps} bucket steps ({self.dense_steps} dense), sent "
+                f"{self.bytes_total / 1e6:.3f} MB against {self.dense_bytes_total / 1e6:.3f} MB "
+                f"dense ({ratio:.1f}x less), density {self.density():.5f}, f(t) "
+                + (f"{sum(f_t) / len(f_t):.3f}" if f_t else "-"))
 
     def state_dict(self):
+        self.drain()  # a bucket still stepping would save its state from before the step
         buckets = dict(self._loaded)
         for k, sp in self._buckets.items():
             buckets[k] = sp.state_dict()["state"]
-        return {"sparsifier": self.sparsifier, "density": self.target_density,
-                "options": dict(self.options), "buckets": buckets,
-                "totals": {"steps": self.steps, "k_total": self.k_total,
-                           "n_g_total": self.n_g_total, "bytes_total": self.bytes_total}}
+        return {"format": "exdyna.ddp.State", "sparsifier": self.sparsifier,
+                "density": self.target_density, "options": dict(self.options),
+                "buckets": buckets, "parameter_shapes": self.parameter_shapes,
+                "totals": {"iter": self.iter, "steps": self.steps,
+                           "dense_steps": self.dense_steps, "k_total": self.k_total,
+                           "n_g_total": self.n_g_total, "bytes_total": self.bytes_total,
+                           "dense_bytes_total": self.dense_bytes_total}}
 
     def load_state_dict(self, state):
         """Restores every bucket; a bucket's state is applied when DDP first hands the hook that
-        bucket (same key). Raises ValueError when the sparsifier, density or options
-        differ from this State's."""
+        bucket (same key). Raises ValueError when state is not a State.state_dict(), or when its
+        sparsifier, density or options differ from this State's, here; and at the first bucket
+        of a model whose parameter shapes differ from the checkpoint's, before its collective."""
+        if not isinstance(state, dict) or state.get("format") != "exdyna.ddp.State":
+            raise ValueError(f"state {type(state).__name__} is not an exdyna.ddp.State "
+                             "state_dict() (expected a dict with format 'exdyna.ddp.State')")
         for field, mine in (("sparsifier", self.sparsifier), ("density", self.target_density),
                             ("options", self.options)):
             if state.get(field) != mine:
                 raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
                                  f"State's {mine!r}")
-        self._buckets = {}
-        self._layout = {}
+        self.drain()
+        self._reset()
         self._loaded = dict(state["buckets"])
-        self._seen = set()
+        if state.get("parameter_shapes") is not None:
+            self._expected_shapes = collections.Counter(state["parameter_shapes"])
         totals = state.get("totals", {})
-        self.steps = totals.get("steps", 0)
-        self.k_total = totals.get("k_total", 0)
-        self.n_g_total = totals.get("n_g_total", 0)
-        self.bytes_total = totals.get("bytes_total", 0)
+        for name in ("iter", "steps", "dense_steps", "k_total", "n_g_total", "bytes_total",
+                     "dense_bytes_total"):
+            setattr(self, name, totals.get(name, 0))
+
+    def __getstate__(self):
+        return {"config": {"sparsifier": self.sparsifier, "density": self.target_density,
+                           "start_iter": self.start_iter,
+                           "min_compression_rate": self.min_compression_rate,
+                           "overlap": self.overlap, "options": dict(self.options)},
+                "state_dict": self.state_dict()}
+
+    def __setstate__(self, pickled):
+        config = dict(pickled["config"])
+        options = config.pop("options")
+        # As PowerSGDState: no thread and no group travel; the group is the default one, looked
+        # up at first use (torch.load may run before init_process_group).
+        for name in ("sparsifier", "start_iter", "min_compression_rate", "overlap"):
+            setattr(self, name, config[name])
+        self.target_density = config["density"]
+        self.options = options
+        self._thread = None
+        self._group = None
+        self._reset()
+        self.load_state_dict(pickled["state_dict"])
 
 
 def _layout(bucket):
@@ -218,24 +349,45 @@ def _stream_of(buf):
     return torch.cuda.stream(torch.cuda.current_stream(buf.device))
 
 
+def _shape_text(p):
+    return "x".join(str(d) for d in p.shape)
+
+
 def hook(state, bucket):
     """The DDP communication hook: model.register_comm_hook(state, exdyna.ddp.hook)."""
     buf = bucket.buffer()
-    if buf.dtype != torch.float32:
+    if buf.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"exdyna.ddp.hook: bucket dtype {buf.dtype} is not supported; expected "
-                        "torch.float32 (keep the model in float32)")
-    sp = state.bucket_sparsifier(bucket_key(bucket), _layout(bucket))
-    index = bucket.index()
+                        "torch.float32, torch.bfloat16 or torch.float16")
+    shapes = [_shape_text(p) for p in bucket.parameters()]
+    state.check_shapes(shapes)
+    state._shapes.update(shapes)
+    group = state.process_group
+    world = group.size()
+    mode = state.dense_mode(buf.numel(), world)
+    sp = None if mode else state.bucket_sparsifier(bucket_key(bucket), _layout(bucket))
+    index, iteration = bucket.index(), state.iter
     if bucket.is_last():
         state.end_iteration()
     fut = torch.futures.Future()
     stream = _stream_of(buf)
+    dense_bytes = buf.numel() * buf.element_size()
 
     def step():
         try:
             with stream:
-                update = sp.step(buf)
-            state.record(index, sp.stats)
+                if sp is None:
+                    # DDP's own all-reduce, bit for bit: divide by the world size, then sum.
+                    update = buf.div_(world)
+                    torch.distributed.all_reduce(update, group=group)
+                    stats = {"mode": mode, "iteration": iteration, "world_size": world,
+                             "n_g": buf.numel(), "k": buf.numel(), "k_total": buf.numel(),
+                             "density": 1.0, "f_t": 1.0,
+                             "bytes": {"allreduce": dense_bytes, "total": dense_bytes}}
+                else:
+                    update = sp.step(buf)
+                    stats = sp.stats
+            state.record(index, stats, dense_bytes)
         except BaseException as e:  # noqa: B036 - the user sees it when DDP waits on the future
             fut.set_exception(e)
             return

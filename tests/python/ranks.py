@@ -276,3 +276,118 @@ def dead_peer(rank, world):
         assert "after an earlier failure" in str(e), str(e)
     else:
         raise AssertionError("a step after a failure did not raise")
+
+
+# --- ranks that disagree ------------------------------------------------------------------------
+
+def disagree(rank, world):
+    """Each case differs on rank 1 only; every rank must raise the same ValueError naming rank 1
+    and the field, quickly, and the group must stay usable for the next case."""
+    import exdyna
+    cases = [("length", "exdyna", 0.01, 100_000 + rank, torch.float32),
+             ("density", "exdyna", 0.01 * (1 + rank), 100_000, torch.float32),
+             ("sparsifier", ["exdyna", "topk"][rank], 0.01, 100_000, torch.float32),
+             ("dtype", "exdyna", 0.01, 100_000, [torch.float32, torch.bfloat16][rank])]
+    for field, name, density, n, dtype in cases:
+        sp = exdyna.Sparsifier(name, density)
+        t0 = time.monotonic()
+        try:
+            sp.step(gradient(rank, 0, n).to(dtype))
+        except ValueError as e:
+            msg = str(e)
+        else:
+            raise AssertionError(f"ranks with another {field} stepped without an error")
+        seconds = time.monotonic() - t0
+        assert f"rank 1 has {field} " in msg and "rank 0 has" in msg, msg
+        assert seconds < 1.0, f"{field}: the refusal took {seconds:.2f} s"
+        assert sp.iteration == 0 and sp.stats is None
+        # every rank raised the same message
+        msgs = [None] * world
+        dist.all_gather_object(msgs, msg)
+        assert msgs == [msg] * world, msgs
+    # agreeing ranks still step (and the group still works) after the refusals
+    sp = exdyna.Sparsifier("exdyna", 0.01)
+    assert_same_on_every_rank(sp.step(gradient(rank, 0, 100_000)), "update after refusals")
+
+
+# --- PyTorch's hook conventions ------------------------------------------------------------------
+
+def ddp_start_iter(rank, world, warmup):
+    """The first `warmup` steps under State(start_iter=warmup) give plain DDP's parameters bit for
+    bit; the sparsifiers start afterwards from iteration 0 (their residuals at zero)."""
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    net = Reordered()
+    plain = DDP(copy.deepcopy(net), bucket_cap_mb=0.25)
+    hooked = DDP(net, bucket_cap_mb=0.25)
+    state = exdyna.ddp.State("exdyna", 0.05, start_iter=warmup)
+    hooked.register_comm_hook(state, exdyna.ddp.hook)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (plain, hooked)]
+    for model, opt in zip((plain, hooked), opts):
+        train_steps(model, opt, rank, 0, warmup)
+    for i, (p, q) in enumerate(zip(plain.parameters(), hooked.parameters())):
+        assert torch.equal(p, q), f"parameter {i} after {warmup} warm-up steps differs from DDP's"
+    assert state.iter == warmup and state.buckets() == [], state.buckets()
+    assert state.dense_steps == state.steps and {s["mode"] for s in state.stats.values()} == {
+        "dense"}
+    train_steps(hooked, opts[1], rank, warmup, warmup + 2)
+    assert {s["mode"] for s in state.stats.values()} == {"sparse"}
+    # two sparse steps since the warm-up: the sparsifiers began at iteration 0 then
+    assert {s["iteration"] for s in state.stats.values()} == {1}, state.stats
+    assert 0 < state.density() <= 0.05 * 1.02
+    line = state.compression_stats()
+    assert f"iteration {warmup + 2}," in line and "density 0.0" in line, line
+
+
+def ddp_overlap_same(rank, world, steps):
+    """overlap=True and overlap=False take the same decisions: the stats of every bucket at every
+    step and the parameters after `steps` steps are equal."""
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    runs = []
+    for overlap in (True, False):
+        torch.manual_seed(0)
+        model = DDP(Reordered(), bucket_cap_mb=0.25)
+        state = exdyna.ddp.State("exdyna", 0.05, overlap=overlap, start_iter=1)
+        model.register_comm_hook(state, exdyna.ddp.hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        decisions = []
+        for t in range(steps):
+            train_steps(model, opt, rank, t, t + 1)
+            decisions.append({i: {k: s[k] for k in ("mode", "iteration", "n_g", "k_total",
+                                                     "threshold", "k_per_worker", "bytes")
+                                  if k in s} for i, s in sorted(state.stats.items())})
+        runs.append((decisions, [p.detach().clone() for p in model.parameters()], state))
+    (d1, p1, s1), (d0, p0, s0) = runs
+    assert s1._thread is not None and s0._thread is None  # the overlapped run used its thread
+    for t, (a, b) in enumerate(zip(d1, d0)):
+        assert a == b, f"step {t}: overlapped {a} != synchronous {b}"
+    for i, (a, b) in enumerate(zip(p1, p0)):
+        assert torch.equal(a, b), f"parameter {i} differs between overlap=True and False"
+
+
+def ddp_step_error(rank, world, overlap):
+    """A non-finite gradient on rank 0 reaches each rank's training loop as an exception from
+    backward, not as a hang: rank 0's names the element, the other rank's the failed exchange."""
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = DDP(Stable())
+    state = exdyna.ddp.State("exdyna", 0.05, overlap=overlap, timeout=20)
+    model.register_comm_hook(state, exdyna.ddp.hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    train_steps(model, opt, rank, 0, 2)
+    x, y = batch(rank, 2)
+    if rank == 0:
+        x[0, 0] = float("inf")
+    t0 = time.monotonic()
+    try:
+        nn.functional.cross_entropy(model(x), y).backward()
+    except Exception as e:  # DDP re-raises the hook's error as a RuntimeError
+        msg = str(e)
+    else:
+        raise AssertionError("backward with a non-finite gradient did not raise")
+    if rank == 0:
+        assert "expected a finite value" in msg, msg
+    assert time.monotonic() - t0 < 20, "the error took the whole timeout"

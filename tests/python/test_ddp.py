@@ -10,3 +10,20 @@ def test_ddp_hook_parameters_identical_and_rebuild_handled(tmp_path, world):
 
 def test_ddp_state_dict_round_trip_continues_bit_for_bit(tmp_path):
     ranks.spawn(ranks.ddp_round_trip, 2, tmp_path, str(tmp_path))
+
+
+def test_ranks_that_disagree_raise_value_error_on_every_rank(tmp_path):
+    ranks.spawn(ranks.disagree, 2, tmp_path, deadline_s=60)
+
+
+def test_start_iter_warm_up_is_ddp_allreduce_bit_for_bit(tmp_path):
+    ranks.spawn(ranks.ddp_start_iter, 2, tmp_path, 3)
+
+
+def test_overlapped_hook_takes_the_synchronous_decisions(tmp_path):
+    ranks.spawn(ranks.ddp_overlap_same, 2, tmp_path, 4)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_failing_step_raises_from_backward(tmp_path, overlap):
+    ranks.spawn(ranks.ddp_step_error, 2, tmp_path, overlap, deadline_s=60)
