@@ -159,7 +159,8 @@ class Sparsifier:
         k_unique (distinct indices in the update), density (k_total / n_g), density_error
         (Eq. 6: |k - k_total| / n_g), f_t (Eq. 5: n * max k_i / k_total, 1 when balanced),
         padded_elements (n * max k_i - k_total, the padding of padded all-gathers), global_error
-        (Eq. 1, the residual's norm over the group, when measure_global_error=True; else NaN), alloc_per_worker and blocks_per_partition
+        (Eq. 1, the mean over ranks of the residual's norm; NaN with measure_global_error=False),
+        alloc_per_worker and blocks_per_partition
         (ExDyna's partitions; empty for others), bytes (this rank's bytes per collective:
         allgather_counts, allgather_indices, allreduce, broadcast, alltoall, padded_elements, and
         total, the sum of the five collectives), times (seconds: accumulate, select, select_cpu,

@@ -41,8 +41,10 @@ counts cross to the host. There the sparsifier is "exdyna" (controller "paper" o
 import collections
 import concurrent.futures
 import contextlib
+import math
 
 import torch
+import torch.distributed as dist
 
 from . import Sparsifier, _resolve_group
 
@@ -118,6 +120,8 @@ class State:
         self._loaded = {}   # bucket_key -> state bytes not yet claimed by a bucket
         self._seen = set()  # keys seen in this iteration
         self._layout = {}   # bucket_key -> [(parameter data_ptr, offset, numel)]
+        self._group_loaded = {}  # bucket_key -> (mean residual, threshold) from group_state_dict
+        self._bucket_options = {}  # bucket_key -> options beyond State's (a carried threshold)
         self._shapes = collections.Counter()  # parameter shapes seen in this iteration
         self.parameter_shapes = None  # ... in the last whole iteration (sorted list)
         self._expected_shapes = None  # a loaded checkpoint's parameter_shapes, until checked
@@ -137,8 +141,9 @@ class State:
             self._group = _resolve_group(None)
         return self._group
 
-    def _make(self):
-        return Sparsifier(self.sparsifier, self.target_density, self.process_group, **self.options)
+    def _make(self, key=None):
+        options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
+        return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
     def sparse_bytes(self, n_g, world_size):
         """The estimate min_compression_rate compares with 4 * n_g (the dense all-reduce): the
@@ -164,7 +169,15 @@ class State:
         self._seen.add(key)
         sp = self._buckets.get(key)
         if sp is None:
-            sp = self._make()
+            if key in self._group_loaded:
+                mean, threshold = self._group_loaded.pop(key)
+                if (self.sparsifier == "exdyna" and threshold is not None
+                        and math.isfinite(threshold) and threshold > 0):
+                    self._bucket_options[key] = {"initial_threshold": float(threshold)}
+                sp = self._make(key)
+                sp.set_residual(mean)
+            else:
+                sp = self._make(key)
             if key in self._loaded:
                 sp.load_state_dict({"state": self._loaded.pop(key)})
             elif layout is not None:
@@ -229,6 +242,7 @@ class State:
         for k in stale:
             del self._buckets[k]
             self._layout.pop(k, None)
+            self._bucket_options.pop(k, None)
         self.rebuilds += len(stale)
         self._seen = set()
         shapes = sorted(self._shapes.elements())
@@ -280,7 +294,8 @@ class State:
             buckets[k] = sp.state_dict()["state"]
         return {"format": "exdyna.ddp.State", "sparsifier": self.sparsifier,
                 "density": self.target_density, "options": dict(self.options),
-                "buckets": buckets, "parameter_shapes": self.parameter_shapes,
+                "buckets": buckets, "bucket_options": dict(self._bucket_options),
+                "parameter_shapes": self.parameter_shapes,
                 "totals": {"iter": self.iter, "steps": self.steps,
                            "dense_steps": self.dense_steps, "k_total": self.k_total,
                            "n_g_total": self.n_g_total, "bytes_total": self.bytes_total,
@@ -291,9 +306,11 @@ class State:
         bucket (same key). Raises ValueError when state is not a State.state_dict(), or when its
         sparsifier, density or options differ from this State's, here; and at the first bucket
         of a model whose parameter shapes differ from the checkpoint's, before its collective."""
-        if not isinstance(state, dict) or state.get("format") != "exdyna.ddp.State":
+        formats = ("exdyna.ddp.State", "exdyna.ddp.State/group")
+        if not isinstance(state, dict) or state.get("format") not in formats:
             raise ValueError(f"state {type(state).__name__} is not an exdyna.ddp.State "
-                             "state_dict() (expected a dict with format 'exdyna.ddp.State')")
+                             "state_dict() or group_state_dict() (expected a dict with format "
+                             "'exdyna.ddp.State' or 'exdyna.ddp.State/group')")
         for field, mine in (("sparsifier", self.sparsifier), ("density", self.target_density),
                             ("options", self.options)):
             if state.get(field) != mine:
@@ -301,13 +318,55 @@ class State:
                                  f"State's {mine!r}")
         self.drain()
         self._reset()
-        self._loaded = dict(state["buckets"])
+        if state["format"] == "exdyna.ddp.State/group":
+            self._group_loaded = {k: (b["mean_residual"], b["threshold"])
+                                  for k, b in state["buckets"].items()}
+        else:
+            self._loaded = dict(state["buckets"])
+            self._bucket_options = dict(state.get("bucket_options", {}))
         if state.get("parameter_shapes") is not None:
             self._expected_shapes = collections.Counter(state["parameter_shapes"])
         totals = state.get("totals", {})
         for name in ("iter", "steps", "dense_steps", "k_total", "n_g_total", "bytes_total",
                      "dense_bytes_total"):
             setattr(self, name, totals.get(name, 0))
+
+    def group_state_dict(self):
+        """One checkpoint for the whole group, to resume at another world size (torchrun elastic
+        restarts). A collective: every rank calls it (after the same step); every rank gets the
+        same dict, rank 0 saves it. Per bucket: the mean residual over the ranks (the gradient
+        accumulated and not yet applied, which each rank of the resumed group starts from, so its
+        mean is kept to float32 rounding) and the last threshold (ExDyna starts from it; other
+        sparsifiers, and partitions, start afresh for the new size). load_state_dict() takes it
+        at any world size; state_dict() stays the per-rank checkpoint that resumes bit for bit."""
+        self.drain()
+        group = self.process_group
+        world = group.size()
+        device = torch.device("cuda") if dist.get_backend(group) == "nccl" else None
+        live = dict(self._buckets)
+        for key, saved in self._loaded.items():  # loaded, not yet stepped: their states
+            live[key] = self._make(key)
+            live[key].load_state_dict({"state": saved})
+        buckets = {}
+        for key in sorted(live):  # the same keys, so the same collectives, on every rank
+            sp = live[key]
+            r = sp.residual()
+            if r is None:
+                r = torch.zeros(int(key.split(":")[1]), dtype=torch.float32)
+            total = r.to(device) if device is not None else r.clone()
+            dist.all_reduce(total, group=group)
+            stats = sp.stats
+            buckets[key] = {"mean_residual": (total / world).cpu(),
+                            "threshold": stats["threshold"] if stats else
+                            self._bucket_options.get(key, {}).get("initial_threshold")}
+        return {"format": "exdyna.ddp.State/group", "sparsifier": self.sparsifier,
+                "density": self.target_density, "options": dict(self.options),
+                "world_size": world, "buckets": buckets,
+                "parameter_shapes": self.parameter_shapes,
+                "totals": {"iter": self.iter, "steps": self.steps,
+                           "dense_steps": self.dense_steps, "k_total": self.k_total,
+                           "n_g_total": self.n_g_total, "bytes_total": self.bytes_total,
+                           "dense_bytes_total": self.dense_bytes_total}}
 
     def __getstate__(self):
         return {"config": {"sparsifier": self.sparsifier, "density": self.target_density,

@@ -391,3 +391,49 @@ def ddp_step_error(rank, world, overlap):
     if rank == 0:
         assert "expected a finite value" in msg, msg
     assert time.monotonic() - t0 < 20, "the error took the whole timeout"
+
+
+# --- a checkpoint that survives a change of world size -------------------------------------------
+
+def elastic_save(rank, world, path):
+    """Trains Stable() (one bucket) for 3 steps and saves the group checkpoint (rank 0)."""
+    import exdyna.ddp
+    torch.manual_seed(0)
+    model, state = ddp_model(Stable(), 0.02)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    train_steps(model, opt, rank, 0, 3)
+    (key,) = state.buckets()
+    residuals = gathered(state.bucket_sparsifier(key).residual())
+    ckpt = state.group_state_dict()
+    mean = ckpt["buckets"][key]["mean_residual"]
+    assert ckpt["world_size"] == world and mean.abs().sum() > 0
+    expect = torch.stack(residuals).double().mean(0)
+    assert torch.allclose(mean.double(), expect, rtol=0, atol=1e-6 * float(expect.abs().max()))
+    if rank == 0:
+        torch.save({"model": model.module.state_dict(), "hook": ckpt}, path)
+
+
+def elastic_resume(rank, world, path):
+    """Resumes the group checkpoint at this world size: every rank starts from the saved mean
+    residual (so the group's mean is the saved one), ExDyna from the saved threshold, and the
+    training goes on with identical parameters on every rank."""
+    import exdyna.ddp
+    ckpt = torch.load(path)
+    net = Stable()
+    net.load_state_dict(ckpt["model"])
+    model, state = ddp_model(net, 0.02)
+    state.load_state_dict(ckpt["hook"])
+    (key, saved), = ckpt["hook"]["buckets"].items()
+    sp = state.bucket_sparsifier(key)
+    r = sp.residual()
+    assert torch.equal(r, saved["mean_residual"])
+    group_mean = r.clone()
+    dist.all_reduce(group_mean)
+    # the group's mean is the saved one to float32 rounding (the all-reduce sums world copies)
+    assert torch.allclose(group_mean / world, saved["mean_residual"], rtol=4e-7 * world, atol=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    train_steps(model, opt, rank, 3, 5)
+    assert state.stats[0]["world_size"] == world and state.stats[0]["iteration"] == 1
+    for i, p in enumerate(model.parameters()):
+        assert torch.isfinite(p).all()
+        assert_same_on_every_rank(p, f"parameter {i} after resuming at {world} ranks")

@@ -27,3 +27,10 @@ def test_overlapped_hook_takes_the_synchronous_decisions(tmp_path):
 @pytest.mark.parametrize("overlap", [True, False])
 def test_a_failing_step_raises_from_backward(tmp_path, overlap):
     ranks.spawn(ranks.ddp_step_error, 2, tmp_path, overlap, deadline_s=60)
+
+
+def test_group_checkpoint_resumes_at_another_world_size(tmp_path):
+    path = str(tmp_path / "group.pt")
+    ranks.spawn(ranks.elastic_save, 4, tmp_path / "save", path)
+    for world in (2, 8):
+        ranks.spawn(ranks.elastic_resume, world, tmp_path / f"resume{world}", path)
