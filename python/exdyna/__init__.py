@@ -111,6 +111,11 @@ class Sparsifier:
             raise ValueError(f"gradient of shape {tuple(grad.shape)} is not contiguous (strides "
                              f"{tuple(grad.stride())}); expected a contiguous tensor "
                              "(pass grad.contiguous())")
+        if grad.is_cuda and not cuda_built():
+            # refused before the first step's collective, as the extension would after it
+            raise ValueError(f"gradient on {grad.device}: this exdyna build has no GPU path "
+                             "(built without CUDA); rebuild where nvcc is found, or step CPU "
+                             "tensors")
         if not self._agreed:
             self._check_agreement(grad)
         wide = grad if grad.dtype == torch.float32 else grad.float()
