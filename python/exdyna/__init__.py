@@ -44,6 +44,15 @@ def option_names():
     return list(_exdyna.option_names())
 
 
+def _backend(group):
+    """The group's backend name ("gloo", "nccl", ...); "" for a group torch.distributed did not
+    register (one built by hand), which the fingerprint then treats as taking CPU tensors."""
+    try:
+        return str(_dist.get_backend(group))
+    except (RuntimeError, ValueError):
+        return ""
+
+
 def _resolve_group(process_group):
     if process_group is not None:
         return process_group
@@ -140,7 +149,7 @@ class Sparsifier:
         buf = torch.zeros(self._FINGERPRINT_BYTES, dtype=torch.uint8)
         buf[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
         # NCCL moves only CUDA tensors; Gloo both (a CUDA gradient keeps it on its device).
-        if grad.is_cuda or _dist.get_backend(self._group) == "nccl":
+        if grad.is_cuda or _backend(self._group) == "nccl":
             buf = buf.to(grad.device if grad.is_cuda else torch.device("cuda"))
         out = [torch.empty_like(buf) for _ in range(_dist.get_world_size(self._group))]
         _dist.all_gather(out, buf, group=self._group)

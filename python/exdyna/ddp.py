@@ -46,7 +46,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from . import Sparsifier, _resolve_group
+from . import Sparsifier, _backend, _resolve_group
 
 __all__ = ["State", "hook", "bucket_key"]
 
@@ -342,7 +342,7 @@ class State:
         self.drain()
         group = self.process_group
         world = group.size()
-        device = torch.device("cuda") if dist.get_backend(group) == "nccl" else None
+        device = torch.device("cuda") if _backend(group) == "nccl" else None
         live = dict(self._buckets)
         for key, saved in self._loaded.items():  # loaded, not yet stepped: their states
             live[key] = self._make(key)

@@ -397,7 +397,6 @@ def ddp_step_error(rank, world, overlap):
 
 def elastic_save(rank, world, path):
     """Trains Stable() (one bucket) for 3 steps and saves the group checkpoint (rank 0)."""
-    import exdyna.ddp
     torch.manual_seed(0)
     model, state = ddp_model(Stable(), 0.02)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -417,7 +416,6 @@ def elastic_resume(rank, world, path):
     """Resumes the group checkpoint at this world size: every rank starts from the saved mean
     residual (so the group's mean is the saved one), ExDyna from the saved threshold, and the
     training goes on with identical parameters on every rank."""
-    import exdyna.ddp
     ckpt = torch.load(path)
     net = Stable()
     net.load_state_dict(ckpt["model"])
