@@ -1,4 +1,4 @@
-// Cost of issue 5's options (--controller histogram, --balance exact) against the
+// Cost of ExDyna's options beyond the paper (--controller histogram, --balance exact) against the
 // non-communication work of a paper-mode ExDyna step, for one of 8 workers in steady state at
 // d = 0.01 (Laplace values, the threshold that selects 1%):
 //   paper step  = ef_accumulate(n_g) + select(n_g / 8) + update(n_g, k')
@@ -11,18 +11,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "exdyna/core/exdyna_options.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/partition.hpp"
-#include "exdyna/core/selection.hpp"
-#include "exdyna/core/threshold.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 
 namespace {
 
 constexpr int kWorkers = 8;
 constexpr double kDensity = 0.01;
-const exdyna::core::ExDynaOptions kOpts;  // the ladder's default rungs and span
+const exdyna::sparsifiers::ExDynaOptions kOpts;  // the ladder's default rungs and span
 
 struct Data {
   std::vector<float> acc, grad, residual;
@@ -50,7 +50,7 @@ Data& data(std::int64_t n) {
   for (auto& x : d.grad) x = laplace();
   d.thr = static_cast<float>(std::log(1.0 / kDensity));  // P(|x| >= t) = e^-t for Laplace(1)
   d.gathered.resize(d.acc.size());
-  d.gathered.resize(exdyna::core::select_threshold(d.acc, d.thr, 0, d.gathered.data()));
+  d.gathered.resize(exdyna::sparsifiers::select_threshold(d.acc, d.thr, 0, d.gathered.data()));
   cache.emplace_back(n, std::move(d));
   return cache.back().second;
 }
@@ -64,7 +64,7 @@ void BM_paper_select(benchmark::State& st) {
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
   for (auto _ : st)
-    benchmark::DoNotOptimize(exdyna::core::select_threshold(part, d.thr, 0, out.data()));
+    benchmark::DoNotOptimize(exdyna::sparsifiers::select_threshold(part, d.thr, 0, out.data()));
 }
 
 void BM_ladder_select(benchmark::State& st) {
@@ -72,13 +72,13 @@ void BM_ladder_select(benchmark::State& st) {
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
   std::vector<float> scratch(part.size());
-  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  exdyna::sparsifiers::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
   const auto grid = h.grid(d.thr);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
-    benchmark::DoNotOptimize(exdyna::core::select_threshold_ladder(part, d.thr, 0, out.data(), grid,
-                                                                   bins.data(), scratch.data()));
+    benchmark::DoNotOptimize(exdyna::sparsifiers::select_threshold_ladder(
+        part, d.thr, 0, out.data(), grid, bins.data(), scratch.data()));
   }
 }
 
@@ -90,18 +90,18 @@ void exact_select(benchmark::State& st, bool capped) {
   const auto part = partition(d);
   std::vector<std::uint32_t> out(part.size());
   std::vector<float> abs(part.size());
-  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  exdyna::sparsifiers::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
   if (capped) h.set_down(2 * h.steady_down());
   const auto grid = h.grid(d.thr);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
-    const auto c =
-        exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(), bins.data());
-    const auto cut = exdyna::core::cut_ladder(bins, k);
+    const auto c = exdyna::sparsifiers::collect_ladder_candidates(part, 0, grid, out.data(),
+                                                                  abs.data(), bins.data());
+    const auto cut = exdyna::sparsifiers::cut_ladder(bins, k);
     benchmark::DoNotOptimize(
-        exdyna::core::take_cut(out.data(), abs.data(), c, grid, cut.rung, cut.need));
+        exdyna::sparsifiers::take_cut(out.data(), abs.data(), c, grid, cut.rung, cut.need));
   }
 }
 void BM_exact_select(benchmark::State& st) {
@@ -136,8 +136,8 @@ void BM_update(benchmark::State& st) {
 // smoothed load, new boundaries.
 void BM_exact_balance(benchmark::State& st) {
   auto& d = data(st.range(0));
-  const auto layout = exdyna::core::make_block_layout(st.range(0), kWorkers, 1024);
-  exdyna::core::Partitions parts(layout, kWorkers, 1.0);
+  const auto layout = exdyna::sparsifiers::make_block_layout(st.range(0), kWorkers, 1024);
+  exdyna::sparsifiers::Partitions parts(layout, kWorkers, 1.0);
   std::vector<std::uint32_t> hits(static_cast<std::size_t>(layout.n_blocks));
   std::vector<double> load(hits.size(), 0.0);
   for (auto _ : st) {
@@ -152,15 +152,15 @@ void BM_exact_balance(benchmark::State& st) {
 
 void BM_histogram_controller(benchmark::State& st) {
   auto& d = data(st.range(0));
-  exdyna::core::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
+  exdyna::sparsifiers::HistogramController h(kOpts.ladder_rungs, kOpts.ladder_span);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()), 0);
   std::vector<std::uint32_t> out(d.acc.size());
   std::vector<float> scratch(d.acc.size());
-  exdyna::core::select_threshold_ladder(d.acc, d.thr, 0, out.data(), h.grid(d.thr), bins.data(),
-                                        scratch.data());
+  exdyna::sparsifiers::select_threshold_ladder(d.acc, d.thr, 0, out.data(), h.grid(d.thr),
+                                               bins.data(), scratch.data());
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(d.acc.size()));
   for (auto _ : st) {
-    exdyna::core::HistogramController c = h;
+    exdyna::sparsifiers::HistogramController c = h;
     benchmark::DoNotOptimize(c.next_threshold(d.thr, k, bins));
   }
 }

@@ -24,12 +24,12 @@
 #include <emmintrin.h>
 #endif
 
-#include "exdyna/core/exdyna_options.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/selection.hpp"
-#include "exdyna/core/threshold.hpp"
 #include "exdyna/core/topk_select.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 #include "exdyna/sparsifiers/sidco.hpp"
 
 namespace {
@@ -156,7 +156,7 @@ void BM_exdyna_select_8w(benchmark::State& st) {
   std::vector<std::uint32_t> out(part.size());
   std::size_t c = 0;
   for (auto _ : st) {
-    c = exdyna::core::select_threshold(part, in.thr_part, 0, out.data());
+    c = exdyna::sparsifiers::select_threshold(part, in.thr_part, 0, out.data());
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }
@@ -165,10 +165,10 @@ void BM_exdyna_select_8w(benchmark::State& st) {
                        static_cast<std::int64_t>(part.size_bytes() + c * sizeof(std::uint32_t)));
 }
 
-// The exact controller's selection kernel for the same worker (issue 12): every |x| at or above
+// The exact controller's selection kernel for the same worker: every |x| at or above
 // the ladder's lowest rung (the steady quarter octave below the threshold) with the ladder's
-// bins, then this worker's cut to its k_i = 1% of the partition (core::take_cut). Not in it: the
-// plan on the gathered ladders (microseconds, independent of n_g). Bytes as for
+// bins, then this worker's cut to its k_i = 1% of the partition (sparsifiers::take_cut). Not in it:
+// the plan on the gathered ladders (microseconds, independent of n_g). Bytes as for
 // exdyna_select_8w: the partition read and the k_i indices kept.
 void BM_exdyna_exact_select_8w(benchmark::State& st) {
   auto& in = inputs(st.range(0));
@@ -177,24 +177,26 @@ void BM_exdyna_exact_select_8w(benchmark::State& st) {
   std::vector<std::uint32_t> out(part.size());
   std::vector<std::uint8_t> subs(part.size());
   std::vector<float> abs(part.size());
-  const exdyna::core::ExDynaOptions opts;
-  const exdyna::core::HistogramController h(opts.ladder_rungs, opts.ladder_span);
+  const exdyna::sparsifiers::ExDynaOptions opts;
+  const exdyna::sparsifiers::HistogramController h(opts.ladder_rungs, opts.ladder_span);
   const auto grid = h.grid(in.thr_part);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(h.rungs()));
   const auto k = static_cast<std::int64_t>(kDensity * static_cast<double>(part.size()));
-  // As the sparsifier's one-pass path runs it: words where the kernel allows (issue 12, fourth
-  // round), else indices and values.
-  const bool words =
-      exdyna::core::ladder_words_fit(exdyna::core::select_kernel_in_use(), part.size(), grid);
+  // As the sparsifier's one-pass path runs it: words where the kernel allows, else
+  // indices and values.
+  const bool words = exdyna::sparsifiers::ladder_words_fit(
+      exdyna::sparsifiers::select_kernel_in_use(), part.size(), grid);
   std::size_t c = 0;
   for (auto _ : st) {
     std::fill(bins.begin(), bins.end(), 0);
-    c = words ? exdyna::core::collect_ladder_words(part, grid, out.data(), subs.data(), bins.data())
-              : exdyna::core::collect_ladder_candidates(part, 0, grid, out.data(), abs.data(),
-                                                        bins.data());
-    const auto [rung, quota] = exdyna::core::own_cut(bins, k);
-    c = words ? exdyna::core::take_cut_words(0, out.data(), subs.data(), c, grid, rung, quota)
-              : exdyna::core::take_cut(out.data(), abs.data(), c, grid, rung, quota);
+    c = words ? exdyna::sparsifiers::collect_ladder_words(part, grid, out.data(), subs.data(),
+                                                          bins.data())
+              : exdyna::sparsifiers::collect_ladder_candidates(part, 0, grid, out.data(),
+                                                               abs.data(), bins.data());
+    const auto [rung, quota] = exdyna::sparsifiers::own_cut(bins, k);
+    c = words
+            ? exdyna::sparsifiers::take_cut_words(0, out.data(), subs.data(), c, grid, rung, quota)
+            : exdyna::sparsifiers::take_cut(out.data(), abs.data(), c, grid, rung, quota);
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }
@@ -247,7 +249,7 @@ void BM_hard_threshold(benchmark::State& st) {
   std::vector<std::uint32_t> out(in.acc.size());
   std::size_t c = 0;
   for (auto _ : st) {
-    c = exdyna::core::select_threshold(in.acc, in.thr_all, 0, out.data());
+    c = exdyna::sparsifiers::select_threshold(in.acc, in.thr_all, 0, out.data());
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }
@@ -403,8 +405,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   // Which threshold-selection kernel the run-time dispatch picked on this CPU.
-  benchmark::AddCustomContext("select_kernel",
-                              exdyna::core::to_string(exdyna::core::select_kernel_in_use()));
+  benchmark::AddCustomContext(
+      "select_kernel", exdyna::sparsifiers::to_string(exdyna::sparsifiers::select_kernel_in_use()));
   register_all();
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

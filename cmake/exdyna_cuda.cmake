@@ -1,12 +1,13 @@
-# The CUDA kernels of core/device_kernels.hpp (the .cu files beside their CPU counterparts in
-# src/exdyna/core), their GPU self-check and their benchmark. Included from the top-level
-# CMakeLists.txt after exdyna_core is defined; needs nothing but the CUDA toolkit (nvcc, cudart,
-# CCCL's cub) and exdyna_core (no gtest, MPI, torch or JSON library).
+# The CUDA kernels of core/device_kernels.hpp and sparsifiers/exdyna/device_kernels.hpp (the .cu
+# files beside their CPU counterparts in src/exdyna/core and src/exdyna/sparsifiers/exdyna), their
+# GPU self-check and their benchmark. Included from the top-level CMakeLists.txt after
+# exdyna_sparsifiers is defined; needs nothing but the CUDA toolkit (nvcc, cudart, CCCL's cub) and
+# the library (no gtest, MPI, torch or JSON library).
 #
 #   EXDYNA_CUDA=AUTO (default): built where check_language(CUDA) finds nvcc; ON: required; OFF: not.
 #
 # Sets EXDYNA_CUDA_BUILT (ON/OFF) for the rest of the build. Targets when ON:
-#   exdyna_cuda_kernels  static PIC library (links exdyna_core and the CUDA runtime)
+#   exdyna_cuda_kernels  static PIC library (links exdyna_sparsifiers and the CUDA runtime)
 #   exdyna_cuda_check    the device functions against the CPU ones on the same data (exit 0: all
 #                        equal, 1: a mismatch, printed; 77: no CUDA device)
 #   exdyna_cuda_bench    timings as JSON (stdout, or the file named by argv[1]); 77: no device
@@ -52,12 +53,12 @@ if(EXDYNA_CUDA_BUILT)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   set(CMAKE_CUDA_EXTENSIONS OFF)
 
-  file(GLOB EXDYNA_CUDA_SRC CONFIGURE_DEPENDS ${_exdyna_root}/src/exdyna/core/*.cu)
+  file(GLOB EXDYNA_CUDA_SRC CONFIGURE_DEPENDS ${_exdyna_root}/src/exdyna/core/*.cu
+       ${_exdyna_root}/src/exdyna/sparsifiers/exdyna/*.cu)
   add_library(exdyna_cuda_kernels STATIC ${EXDYNA_CUDA_SRC})
   set_target_properties(exdyna_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
                                                        CUDA_SEPARABLE_COMPILATION OFF)
-  target_include_directories(exdyna_cuda_kernels PUBLIC ${_exdyna_root}/src)
-  target_link_libraries(exdyna_cuda_kernels PUBLIC exdyna_core CUDA::cudart_static)
+  target_link_libraries(exdyna_cuda_kernels PUBLIC exdyna_sparsifiers CUDA::cudart_static)
   target_compile_options(exdyna_cuda_kernels PRIVATE
                          $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
   target_compile_definitions(exdyna_cuda_kernels PUBLIC EXDYNA_CUDA_BUILT=1)

@@ -1,5 +1,6 @@
-// exdyna_cuda_bench: the kernels of core/device_kernels.hpp against the device-to-device copy of
-// the same bytes, printed as one JSON object (to stdout, or to the file named by argv[1]).
+// exdyna_cuda_bench: the device kernels (core/ and sparsifiers/exdyna/device_kernels.hpp) against
+// the device-to-device copy of the same bytes, printed as one JSON object (to stdout, or to the
+// file named by argv[1]).
 //   exdyna_cuda_bench [OUT.json] [--sizes N,N,...] [--reps R]
 // For each gradient size n (default 25M and 100M float32 values, Gaussian):
 //   copy_full: cudaMemcpyAsync device to device of n * 4 bytes; bytes = 2 * n * 4 (read + write).
@@ -39,11 +40,18 @@
 #include <vector>
 
 #include "exdyna/core/device_kernels.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace core = exdyna::core;
-namespace dev = exdyna::core::device;
+namespace sparsifiers = exdyna::sparsifiers;
+// The device kernels: core's (workspace, buffers, reductions, updates) and ExDyna's (selection,
+// ladder, cut, blocks).
+namespace dev {
+using namespace exdyna::core::device;         // NOLINT(google-build-using-namespace)
+using namespace exdyna::sparsifiers::device;  // NOLINT(google-build-using-namespace)
+}  // namespace dev
 
 namespace {
 
@@ -201,10 +209,10 @@ int main(int argc, char** argv) {
                                          out.data());
       });
 
-      core::LadderGrid grid;
+      sparsifiers::LadderGrid grid;
       grid.mant_bits = 4;
       grid.rungs = 129;
-      const std::uint32_t c = core::ladder_key(thr, grid.mant_bits);
+      const std::uint32_t c = sparsifiers::ladder_key(thr, grid.mant_bits);
       grid.lo_key = c > 64 ? c - 64 : 0;
       std::vector<std::int64_t> bins(129, 0);
       std::int64_t candidates = 0;
@@ -215,7 +223,7 @@ int main(int argc, char** argv) {
       });
 
       const auto k = static_cast<std::int64_t>(p / 100);
-      const auto [rung, quota] = core::own_cut(bins, std::min(k, candidates));
+      const auto [rung, quota] = sparsifiers::own_cut(bins, std::min(k, candidates));
       std::int64_t kept = 0;
       const Timing cut = time_it(ws, reps, [&] {
         kept = dev::take_cut(ws, x.data(), static_cast<std::int64_t>(p), 0, grid, rung, quota,

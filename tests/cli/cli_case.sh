@@ -31,7 +31,7 @@ case $case_name in
   blocks_below_workers) args=(--sparsifier exdyna --workers 8 --blocks 4 --n-grad 100000)
     re='--blocks \(n_b\) 4 is smaller than the number of workers 8 \(--workers\)' ;;
   n_grad_zero) args=(--n-grad 0); re='--n-grad: 0 is not valid; expected an integer >= 1' ;;
-  # Refused while parsing, naming the option as typed (issue 14), still exit status 2.
+  # Refused while parsing, naming the option as typed, still exit status 2.
   workers_zero) args=(--workers 0); re='--workers: 0 is not valid; expected an integer in 1\.\.4096' ;;
   iterations_zero) args=(--iterations 0); re='--iterations: 0 is not valid; expected an integer >= 1' ;;
   min_blk_negative) args=(--min-blk -1); re='--min-blk: -1 is not valid; expected a finite number > 0' ;;

@@ -34,9 +34,9 @@
 #include "exdyna/comm/engines/runner.hpp"
 #include "exdyna/comm/fingerprint.hpp"
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/exdyna_options.hpp"
 #include "exdyna/core/hash.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/oktopk.hpp"
 
@@ -187,24 +187,24 @@ void run_rank(const Args& a, comm::Communicator& c) {
   std::ostringstream out;
   std::vector<float> grad(static_cast<std::size_t>(a.n_g));
   std::int64_t global_step = 0;
-  // Every sparsifier with its defaults, and exdyna with each of issue 5's controllers and exact
+  // Every sparsifier with its defaults, and exdyna with each of its controllers and exact
   // balance (their decisions come from gathered ladders: every engine must agree on them too).
   struct Variant {
     std::string name, label;
-    core::Controller controller = core::Controller::kPaper;
-    core::Balance balance = core::Balance::kPaper;
+    sparsifiers::Controller controller = sparsifiers::Controller::kPaper;
+    sparsifiers::Balance balance = sparsifiers::Balance::kPaper;
     double worker_cap = 0;
   };
   std::vector<Variant> variants;
   for (const auto& name : reg.names()) variants.push_back({name, name});
-  variants.push_back(
-      {"exdyna", "exdyna/histogram/exact", core::Controller::kHistogram, core::Balance::kExact});
-  variants.push_back(
-      {"exdyna", "exdyna/exact/paper", core::Controller::kExact, core::Balance::kPaper});
-  variants.push_back(
-      {"exdyna", "exdyna/exact/exact", core::Controller::kExact, core::Balance::kExact});
-  variants.push_back({"exdyna", "exdyna/exact/exact/cap-auto", core::Controller::kExact,
-                      core::Balance::kExact, core::ExDynaOptions::kAutoCap});
+  variants.push_back({"exdyna", "exdyna/histogram/exact", sparsifiers::Controller::kHistogram,
+                      sparsifiers::Balance::kExact});
+  variants.push_back({"exdyna", "exdyna/exact/paper", sparsifiers::Controller::kExact,
+                      sparsifiers::Balance::kPaper});
+  variants.push_back({"exdyna", "exdyna/exact/exact", sparsifiers::Controller::kExact,
+                      sparsifiers::Balance::kExact});
+  variants.push_back({"exdyna", "exdyna/exact/exact/cap-auto", sparsifiers::Controller::kExact,
+                      sparsifiers::Balance::kExact, sparsifiers::ExDynaOptions::kAutoCap});
   for (const auto& v : variants) {
     const std::string& name = v.label;
     if (!a.only.empty() && v.name != a.only) continue;

@@ -1,4 +1,4 @@
-// Network faults on emulated hosts (issue 14): 4 Gloo ranks of `exdyna simulate`, one per network
+// Network faults on emulated hosts: 4 Gloo ranks of `exdyna simulate`, one per network
 // namespace, under 1 % and 5 % packet loss and under 200 ms blackouts, must finish with decisions
 // identical to an undisturbed in-process run; with one host's link cut mid-run, every rank must
 // exit non-zero on its own within --timeout + 5 s, the survivors naming the unreachable rank.
@@ -14,10 +14,10 @@
 #include <sstream>
 #include <thread>
 
-#include "exdyna/core/shell.hpp"
 #include "exdyna/eval/faults.hpp"
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/rank_launch.hpp"
+#include "exdyna/sim/shell.hpp"
 #include "fixtures.hpp"
 
 namespace exdyna::eval {
@@ -166,8 +166,8 @@ TEST_F(NetworkFaults, DelaySpikesKeepTheDecisions) {
 
 // Established TCP connections inside a host's namespace.
 int established(const std::string& ns) {
-  const auto out = exdyna::core::run_capture("ip netns exec " + exdyna::core::shell_quote(ns) +
-                                             " ss -Htn state established 2>/dev/null");
+  const auto out = exdyna::sim::run_capture("ip netns exec " + exdyna::sim::shell_quote(ns) +
+                                            " ss -Htn state established 2>/dev/null");
   return static_cast<int>(std::count(out.begin(), out.end(), '\n'));
 }
 

@@ -9,13 +9,13 @@
 #include <cstring>
 #include <vector>
 
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace {
 
-using exdyna::core::LadderGrid;
-using exdyna::core::SelectKernel;
+using exdyna::sparsifiers::LadderGrid;
+using exdyna::sparsifiers::SelectKernel;
 
 void require(bool ok) {
   if (!ok) __builtin_trap();
@@ -34,10 +34,10 @@ Reference scalar_cut(const std::vector<float>& part, const LadderGrid& grid, std
   r.kept.resize(n);
   std::vector<float> abs(n);
   r.bins.assign(static_cast<std::size_t>(grid.rungs), 0);
-  r.candidates = exdyna::core::collect_ladder_candidates_with(
+  r.candidates = exdyna::sparsifiers::collect_ladder_candidates_with(
       SelectKernel::kScalar, part, offset, grid, r.kept.data(), abs.data(), r.bins.data());
-  r.kept.resize(exdyna::core::take_cut_with(SelectKernel::kScalar, r.kept.data(), abs.data(),
-                                            r.candidates, grid, rung, quota));
+  r.kept.resize(exdyna::sparsifiers::take_cut_with(SelectKernel::kScalar, r.kept.data(), abs.data(),
+                                                   r.candidates, grid, rung, quota));
   return r;
 }
 
@@ -45,6 +45,7 @@ Reference scalar_cut(const std::vector<float>& part, const LadderGrid& grid, std
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace exdyna::core;
+  using namespace exdyna::sparsifiers;
   if (size < 4) return 0;
   LadderGrid grid;
   grid.mant_bits = data[0] % 8;  // the word path's range (<= 7), and the cold ladder's 0

@@ -22,7 +22,7 @@ inline sparsifiers::SparsifierConfig state_fuzz_config(int controller) {
   c.rank = 0;
   c.density = 0.05;
   c.exdyna.n_blocks = 8;
-  c.exdyna.controller = static_cast<core::Controller>(
+  c.exdyna.controller = static_cast<sparsifiers::Controller>(
       controller);  // 32 elements a block: exdyna stays quiet about n_g < 32 * n_b
   return c;
 }

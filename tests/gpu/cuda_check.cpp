@@ -1,11 +1,12 @@
-// exdyna_cuda_check: every function of core/device_kernels.hpp against its CPU counterpart on the
-// same data (random and adversarial: sizes 1, 31, 1000, 2^20 + 7 and 25M; thresholds selecting
-// nothing, a few, about 1 %, half and everything; NaN, Inf, -0 and denormals in the input; exact
-// ties and ties inside one 1/256 sub-bin; every kind of ladder (the paper-mode ladder of 129 rungs
-// at 16 per octave, the cold ladder, 33 rungs at 4 per octave, 257 rungs at 1024 per octave, a
-// ladder from 0, a ladder at the top of the floats); cuts at rung 0, the top rung and the rungs
-// that hold values, with quota 0, 1, a part and the whole bin; offsets 0, large, and wrapping past
-// 2^32; a misaligned partition pointer for the scalar paths).
+// exdyna_cuda_check: every function of core/device_kernels.hpp and
+// sparsifiers/exdyna/device_kernels.hpp against its CPU counterpart on the same data (random and
+// adversarial: sizes 1, 31, 1000, 2^20 + 7 and 25M; thresholds selecting nothing, a few, about 1 %,
+// half and everything; NaN, Inf, -0 and denormals in the input; exact ties and ties inside one
+// 1/256 sub-bin; every kind of ladder (the paper-mode ladder of 129 rungs at 16 per octave, the
+// cold ladder, 33 rungs at 4 per octave, 257 rungs at 1024 per octave, a ladder from 0, a ladder at
+// the top of the floats); cuts at rung 0, the top rung and the rungs that hold values, with quota
+// 0, 1, a part and the whole bin; offsets 0, large, and wrapping past 2^32; a misaligned partition
+// pointer for the scalar paths).
 //
 // Plain main, no test framework: exits 0 when everything matched, 1 on the first mismatch (printed
 // with what differs), 77 when no CUDA device is present (CTest: skipped), 2 on bad arguments.
@@ -24,13 +25,20 @@
 
 #include "exdyna/core/device_kernels.hpp"
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/partition.hpp"
 #include "exdyna/core/reductions.hpp"
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace core = exdyna::core;
-namespace dev = exdyna::core::device;
+namespace sparsifiers = exdyna::sparsifiers;
+// The device kernels: core's (workspace, buffers, reductions, updates) and ExDyna's (selection,
+// ladder, cut, blocks).
+namespace dev {
+using namespace exdyna::core::device;         // NOLINT(google-build-using-namespace)
+using namespace exdyna::sparsifiers::device;  // NOLINT(google-build-using-namespace)
+}  // namespace dev
 
 namespace {
 
@@ -171,31 +179,32 @@ std::vector<float> thresholds_of(const std::vector<float>& sa) {
   return t;
 }
 
-std::vector<std::pair<std::string, core::LadderGrid>> grids_of(const std::vector<float>& sa) {
-  std::vector<std::pair<std::string, core::LadderGrid>> g;
+std::vector<std::pair<std::string, sparsifiers::LadderGrid>> grids_of(
+    const std::vector<float>& sa) {
+  std::vector<std::pair<std::string, sparsifiers::LadderGrid>> g;
   const float max_abs = sa.empty() ? 1.0f : std::min(sa.front(), std::numeric_limits<float>::max());
   float thr = sa.empty() ? 1e-3f : sa[std::min(sa.size() - 1, sa.size() / 100)];
   if (!(thr > 0)) thr = 1e-3f;
   auto around = [&](int m, int rungs, int below) {
-    core::LadderGrid l;
+    sparsifiers::LadderGrid l;
     l.mant_bits = m;
     l.rungs = rungs;
-    const std::uint32_t c = core::ladder_key(thr, m);
+    const std::uint32_t c = sparsifiers::ladder_key(thr, m);
     l.lo_key = c > static_cast<std::uint32_t>(below) ? c - static_cast<std::uint32_t>(below) : 0;
     return l;
   };
   g.push_back({"m4x129", around(4, 129, 64)});
-  g.push_back({"cold129", core::cold_ladder(max_abs, 129)});
+  g.push_back({"cold129", sparsifiers::cold_ladder(max_abs, 129)});
   g.push_back({"m2x33", around(2, 33, 16)});
   g.push_back({"m10x257", around(10, 257, 128)});
   g.push_back({"m7x256", around(7, 256, 200)});
   g.push_back({"m0x2", around(0, 2, 1)});
-  core::LadderGrid zero;  // rung 0 = 0: every value but NaN is a candidate
+  sparsifiers::LadderGrid zero;  // rung 0 = 0: every value but NaN is a candidate
   zero.mant_bits = 3;
   zero.rungs = 100;
   zero.lo_key = 0;
   g.push_back({"from0", zero});
-  core::LadderGrid top;  // rungs at and past Inf (value() clamps to Inf)
+  sparsifiers::LadderGrid top;  // rungs at and past Inf (value() clamps to Inf)
   top.mant_bits = 1;
   top.rungs = 8;
   top.lo_key = (0x7f800000u >> 22) - 4;
@@ -212,7 +221,7 @@ void check_select(dev::Workspace& ws, std::span<const float> part, const float* 
                   dev::Buffer<std::uint32_t>& d_out, float thr, std::uint32_t offset,
                   const std::string& ctx) {
   std::vector<std::uint32_t> cpu(part.size() + 1), gpu(part.size() + 1);
-  const std::size_t c = core::select_threshold(part, thr, offset, cpu.data());
+  const std::size_t c = sparsifiers::select_threshold(part, thr, offset, cpu.data());
   const std::int64_t g =
       dev::select_threshold(ws, d_part, static_cast<std::int64_t>(part.size()), thr, offset,
                             d_out.data());
@@ -224,12 +233,13 @@ void check_select(dev::Workspace& ws, std::span<const float> part, const float* 
 }
 
 void check_ladder(dev::Workspace& ws, std::span<const float> part, const float* d_part,
-                  const core::LadderGrid& grid, const std::string& ctx) {
+                  const sparsifiers::LadderGrid& grid, const std::string& ctx) {
   const auto R = static_cast<std::size_t>(grid.rungs);
   std::vector<std::int64_t> cpu(R), gpu(R);
   for (std::size_t j = 0; j < R; ++j) cpu[j] = gpu[j] = static_cast<std::int64_t>(3 * j + 1);
   std::vector<std::uint8_t> scratch(part.size() + 64);
-  const std::size_t c = core::count_ladder_candidates(part, grid, cpu.data(), scratch.data());
+  const std::size_t c =
+      sparsifiers::count_ladder_candidates(part, grid, cpu.data(), scratch.data());
   const std::int64_t g =
       dev::ladder_count(ws, d_part, static_cast<std::int64_t>(part.size()), grid, gpu.data());
   const std::string where = str(ctx, " ladder_count m=", grid.mant_bits, " R=", grid.rungs,
@@ -241,15 +251,15 @@ void check_ladder(dev::Workspace& ws, std::span<const float> part, const float* 
 
 // Every cut of interest on one grid: CPU collect + take_cut against the device's take_cut.
 void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_part,
-                dev::Buffer<std::uint32_t>& d_out, const core::LadderGrid& grid,
+                dev::Buffer<std::uint32_t>& d_out, const sparsifiers::LadderGrid& grid,
                 std::uint32_t offset, bool many, const std::string& ctx) {
   const std::size_t n = part.size();
   const auto R = grid.rungs;
   std::vector<std::uint32_t> idx(n + 64);
   std::vector<float> abs(n + 64);
   std::vector<std::int64_t> bins(static_cast<std::size_t>(R), 0);
-  const std::size_t count =
-      core::collect_ladder_candidates(part, offset, grid, idx.data(), abs.data(), bins.data());
+  const std::size_t count = sparsifiers::collect_ladder_candidates(part, offset, grid, idx.data(),
+                                                                   abs.data(), bins.data());
   // The rungs: 0, the top, and (many: all, else a few) of those that hold values.
   std::vector<int> rungs = {0, R - 1};
   std::vector<int> held;
@@ -275,7 +285,7 @@ void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_
       if (q < 0 || q > in_bin) continue;
       std::copy_n(idx.begin(), count, cidx.begin());
       std::copy_n(abs.begin(), count, cabs.begin());
-      const std::size_t c = core::take_cut(cidx.data(), cabs.data(), count, grid, r, q);
+      const std::size_t c = sparsifiers::take_cut(cidx.data(), cabs.data(), count, grid, r, q);
       const std::int64_t g = dev::take_cut(ws, d_part, static_cast<std::int64_t>(n), offset, grid,
                                            r, q, d_out.data());
       const std::string where = str(ctx, " take_cut m=", grid.mant_bits, " R=", R, " lo_key=",
@@ -291,7 +301,7 @@ void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_
     std::copy_n(idx.begin(), count, cidx.begin());
     std::copy_n(abs.begin(), count, cabs.begin());
     try {
-      core::take_cut(cidx.data(), cabs.data(), count, grid, r, in_bin + 1);
+      sparsifiers::take_cut(cidx.data(), cabs.data(), count, grid, r, in_bin + 1);
     } catch (const exdyna::InvalidArgument&) {
       cpu_threw = true;
     }
@@ -399,7 +409,8 @@ void check_updates(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng,
   const std::pair<int, std::int64_t> layouts[] = {{8, 1024}, {1, 20000}, {1, 1}};
   for (const auto& [workers, nb] : layouts) {
     if (static_cast<std::int64_t>(n) < workers) continue;
-    const core::BlockLayout layout = core::make_block_layout(static_cast<std::int64_t>(n), workers, nb);
+    const sparsifiers::BlockLayout layout =
+        sparsifiers::make_block_layout(static_cast<std::int64_t>(n), workers, nb);
     std::vector<std::uint32_t> cpu(static_cast<std::size_t>(layout.n_blocks), 5),
         gpu(static_cast<std::size_t>(layout.n_blocks), 5);
     layout.count_per_block(idx, cpu);
@@ -511,7 +522,8 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::printf(
           "usage: exdyna_cuda_check [--quick]\n"
-          "Compares every function of core/device_kernels.hpp with its CPU counterpart on random\n"
+          "Compares every device kernel (core/, sparsifiers/exdyna/) with its CPU counterpart on "
+          "random\n"
           "and adversarial inputs. Exit 0: all equal; 1: a mismatch (printed); 77: no CUDA\n"
           "device; 2: bad arguments. --quick leaves out the 25M-element inputs.\n");
       return 0;
@@ -536,7 +548,7 @@ int main(int argc, char** argv) {
     // Empty inputs: nothing selected, nothing counted, nothing written.
     {
       std::vector<std::int64_t> bins(33, 7);
-      core::LadderGrid grid;
+      sparsifiers::LadderGrid grid;
       dev::Buffer<std::uint32_t> out(1);
       if (dev::select_threshold(ws, nullptr, 0, 0.0f, 0, out.data()) != 0 ||
           dev::ladder_count(ws, nullptr, 0, grid, bins.data()) != 0 ||
@@ -550,7 +562,7 @@ int main(int argc, char** argv) {
     }
     // Grids the CPU refuses are refused alike.
     {
-      core::LadderGrid bad;
+      sparsifiers::LadderGrid bad;
       bad.rungs = 258;
       std::vector<std::int64_t> bins(258);
       dev::Buffer<float> x(4);

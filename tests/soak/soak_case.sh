@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 14): T iterations of `exdyna simulate` on 4 processes of one engine (gloo, or mpi
+# Soak: T iterations of `exdyna simulate` on 4 processes of one engine (gloo, or mpi
 # under the launcher given after the iteration count). Passes when every rank's resident memory
 # grew by less than 1 % from iteration min(1000, T/2) to the end, no rank holds more open file
 # descriptors at the end than then, and the decisions digest equals an in-process run's.

@@ -76,7 +76,7 @@ void add_simulate_command(CLI::App& app, Action& action) {
   sub->add_option("--grad-scale", a.cfg.synthetic.scale,
                   "synthetic source: overall multiplier of the gradient")
       ->capture_default_str();
-  // Engines (issue 3): local (in-process threads) stays the default; auto/gloo/mpi run one worker
+  // Engines: local (in-process threads) stays the default; auto/gloo/mpi run one worker
   // per process (simulate_engines.hpp). --workers is the option above: unset, a trace fixes it.
   a.engine.timeout_s = a.cfg.timeout_s;
   add_engine_options(sub, a.engine, false, "local");

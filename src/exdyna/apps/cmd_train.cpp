@@ -44,7 +44,7 @@ SparsifierDefaults set_train_defaults(TrainCli& st) {
   st.eng.workers = 4;
   st.sparsifier.sparsifier = o.sparsifier;
   st.sparsifier.config = o.sparse;
-  // Issue 5's exact controller and exact balance: every iteration selects exactly k (from the
+  // The exact controller and exact balance: every iteration selects exactly k (from the
   // ladders gathered with the counts), where the paper's Alg. 5 moves the first threshold
   // 1/(2 sqrt(k)) = 0.011 by 0.5 % per iteration towards the ~0.035 this CNN needs (the 4-epoch
   // mean density lands at 1.27 d), and the histogram controller, which predicts the threshold

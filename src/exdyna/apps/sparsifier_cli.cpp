@@ -121,14 +121,17 @@ void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierCon
   config.gather_mode = parsed("--gather", [&] { return comm::parse_gather_mode(s.gather); });
   config.values = parsed("--values", [&] { return core::parse_value_format(s.values); });
   auto& ex = config.exdyna;
-  ex.controller = parsed("--controller", [&] { return core::parse_controller(s.controller); });
-  ex.balance = parsed("--balance", [&] { return core::parse_balance(s.balance); });
+  ex.controller =
+      parsed("--controller", [&] { return sparsifiers::parse_controller(s.controller); });
+  ex.balance = parsed("--balance", [&] { return sparsifiers::parse_balance(s.balance); });
   // The cap at the Poisson floor holds f(t) there on real gradients at no measurable cost in
   // density or global error (docs/exdyna-controller.md); it needs the exact controller.
   if (!s.worker_cap.empty())
-    ex.worker_cap = parsed("--worker-cap", [&] { return core::parse_worker_cap(s.worker_cap); });
+    ex.worker_cap =
+        parsed("--worker-cap", [&] { return sparsifiers::parse_worker_cap(s.worker_cap); });
   else
-    ex.worker_cap = ex.controller == core::Controller::kExact ? core::ExDynaOptions::kAutoCap : 0;
+    ex.worker_cap =
+        ex.controller == sparsifiers::Controller::kExact ? sparsifiers::ExDynaOptions::kAutoCap : 0;
 }
 
 }  // namespace exdyna::apps

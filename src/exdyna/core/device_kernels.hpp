@@ -1,26 +1,26 @@
-// The CUDA kernels of one ExDyna step on a device-resident gradient: the same decisions as the CPU
-// code of core/reductions.hpp, core/selection.hpp, core/ladder_cut.hpp and core/partition.hpp on
-// the same input (the per-element rules are shared, core/device_rules.hpp). Only small counts cross
-// to the host (a count, the ladder's bins, 256 sub-bin counts, per-block hits); the gradient, the
-// indices and the values stay on the device.
+// The CUDA kernels every sparsifier's GPU path uses: the workspace, device memory and copies, error
+// feedback's accumulate and update, and max_abs; the same decisions as the CPU code of
+// core/reductions.hpp on the same input (the per-element rules are shared, core/device_rules.hpp).
+// ExDyna's own passes (selection, the ladder, the cut, the per-block counts) are declared in
+// sparsifiers/exdyna/device_kernels.hpp over this workspace. Only small counts cross to the host;
+// the gradient, the indices and the values stay on the device.
 //
 // Plain C++: no CUDA header here. The definitions are in the .cu files beside their CPU
-// counterparts (device_kernels.cu, reductions.cu, selection.cu, partition.cu), built into the
-// library exdyna_cuda_kernels only where nvcc is found (cmake/exdyna_cuda.cmake, EXDYNA_CUDA_BUILT);
-// there is no fallback implementation: link this only where it is built.
+// counterparts (core/device_kernels.cu, core/reductions.cu, sparsifiers/exdyna/selection.cu,
+// sparsifiers/exdyna/partition.cu), built into the library exdyna_cuda_kernels only where nvcc is
+// found (cmake/exdyna_cuda.cmake, EXDYNA_CUDA_BUILT); there is no fallback implementation: link
+// this only where it is built.
 //
 // Every call enqueues on the workspace's stream; the calls that return a count or fill host
 // arrays synchronize that stream before returning. Errors throw exdyna::Error naming the CUDA call
-// and cudaGetErrorString; arguments the CPU code refuses (a ladder grid out of range, a cut's rung
-// or quota) throw exdyna::InvalidArgument as the CPU code does.
+// and cudaGetErrorString; arguments the CPU code refuses throw exdyna::InvalidArgument as the CPU
+// code does.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
-
-#include "exdyna/core/selection.hpp"
 
 namespace exdyna::core::device {
 
@@ -122,35 +122,8 @@ AccumulateResult accumulate(Workspace&, float* d_residual, const float* d_grad, 
 // wins over every number, as on the CPU). Synchronizes.
 float max_abs(Workspace&, const float* d_x, std::int64_t n);
 
-// core::select_threshold: out[j] = offset + i for every |part[i]| >= thr (NaN never), in increasing
-// order; returns the count. d_out needs room for the count (n entries always suffice); nothing past
-// the count is written. n < 2^32. Synchronizes.
-std::int64_t select_threshold(Workspace&, const float* d_part, std::int64_t n, float thr,
-                              std::uint32_t offset, std::uint32_t* d_out);
-
-// The ladder's count pass: the count and the bins of core::count_ladder_candidates(part, grid,
-// bins, ...): h_bins has grid.rungs host entries, ADDED to. Returns the number of candidates.
-// The grid as the CPU accepts it (2..257 rungs, 0..10 mantissa bits). Synchronizes.
-std::int64_t ladder_count(Workspace&, const float* d_part, std::int64_t n, const LadderGrid& grid,
-                          std::int64_t* h_bins);
-
-// The exact controller's own cut: exactly the indices, in order, that core::take_cut(idx, abs,
-// count, grid, rung, quota) keeps of core::collect_ladder_candidates(part, offset, grid, ...): bins
-// above `rung` whole, and the `quota` largest of bin `rung` resolved to 1/256 sub-bins, ties to the
-// lower index (the top rung is open-ended: its sub-bin is the 8 bits below each value's own key,
-// as on the CPU). Throws InvalidArgument where the CPU does (rung outside 0..rungs-1, quota < 0,
-// quota above the bin's count). d_out: room for the count. Synchronizes.
-std::int64_t take_cut(Workspace&, const float* d_part, std::int64_t n, std::uint32_t offset,
-                      const LadderGrid& grid, int rung, std::int64_t quota, std::uint32_t* d_out);
-
 // out[j] = x[idx[j]] for j < m.
 void gather(Workspace&, const float* d_x, const std::uint32_t* d_idx, std::int64_t m, float* d_out);
-
-// BlockLayout::count_per_block: h_hits[b] += how many of the m indices lie in block b, with
-// block_of as in core/partition.hpp (the last block holds the remainder); h_hits has n_blocks host
-// entries. Synchronizes.
-void count_per_block(Workspace&, const std::uint32_t* d_idx, std::int64_t m,
-                     std::int64_t block_size, std::int64_t n_blocks, std::uint32_t* h_hits);
 
 // Error feedback's sparse update: grad = 0 except grad[idx[j]] = sums[j] * scale, and
 // residual[idx[j]] = 0 (the indices distinct and below n, as the gathered selection is).

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/shell.hpp"
 #include "exdyna/eval/hosts.hpp"
+#include "exdyna/sim/shell.hpp"
 
 namespace exdyna::eval {
 
@@ -33,8 +33,8 @@ void ensure_chain(const std::string& ns) {
 // The sum of the packet counters of table `table` in host `ns` (0 when it does not exist).
 long count_packets(const std::string& ns, const std::string& table) {
   // `nft list` prints "counter packets N bytes M" per rule; stdout is all we read.
-  const std::string out = core::run_capture("ip netns exec " + core::shell_quote(ns) +
-                                            " nft list table inet " + table + " 2>/dev/null");
+  const std::string out = sim::run_capture("ip netns exec " + sim::shell_quote(ns) +
+                                           " nft list table inet " + table + " 2>/dev/null");
   long total = 0;
   for (std::size_t at = out.find("packets "); at != std::string::npos;
        at = out.find("packets ", at + 8))

@@ -242,8 +242,8 @@ std::string errors_md(const std::vector<ModelError>& pooled, const std::vector<M
   double wp = 0, ww = 0;
   const int inp = count(pooled, wp), inw = count(at_w, ww);
   std::ostringstream os;
-  os << "**Predicted against measured iteration time (the issue's target: within +-20 %): " << inp
-     << " of " << pooled.size() << " cells with the link's fit over every W (largest error "
+  os << "**Predicted against measured iteration time (the target: within +-20 %): " << inp << " of "
+     << pooled.size() << " cells with the link's fit over every W (largest error "
      << fmt("%.1f %%", 100 * wp) << "); " << inw << " of " << at_w.size()
      << " with alpha and beta fitted at the cell's W (largest error " << fmt("%.1f %%", 100 * ww)
      << ").**\n\n| label | W | link | d | measured (ms) | model (ms) | error | model, fit at W "

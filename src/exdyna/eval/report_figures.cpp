@@ -9,7 +9,7 @@
 
 #include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/shell.hpp"
+#include "exdyna/sim/shell.hpp"
 
 namespace exdyna::eval {
 
@@ -358,7 +358,7 @@ Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors,
       "Every measured cell: filled, the model with alpha and beta fitted at the cell's W (what "
       "the emulated links did there); open, the link's single fit over every W (the one the "
       "predictions beyond the measured W use). The solid line is equality, the dashed lines "
-      "+-20 % (the issue's target).";
+      "+-20 % (the target).";
   std::vector<std::string> labels;
   std::ostringstream os;
   os << "label,workers,bandwidth_bps,density,measured_ms,predicted_ms,rel_error,"
@@ -398,8 +398,8 @@ Figure predicted_vs_measured_figure(const std::vector<ModelError>& errors,
 
 namespace {
 
-using core::run_capture;
-using core::shell_quote;
+using sim::run_capture;
+using sim::shell_quote;
 
 // gnuplot single-quoted string: '' stands for one quote.
 std::string gp_string(const std::string& s) {

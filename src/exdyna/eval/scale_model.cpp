@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
 
 namespace exdyna::eval {
 
@@ -455,8 +455,8 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
     if (!is_topk_like(sp) && near.workers != workers) {
       // Unmeasured W: the exact controller's worker cap at the Poisson floor bounds f(t); the
       // paper's controller has no cap, so keep the worse of its measured f(t) and that floor.
-      core::ExDynaOptions cap;
-      cap.worker_cap = core::ExDynaOptions::kAutoCap;
+      sparsifiers::ExDynaOptions cap;
+      cap.worker_cap = sparsifiers::ExDynaOptions::kAutoCap;
       const double kcap = static_cast<double>(
           cap.max_per_worker(static_cast<std::int64_t>(std::max(kp, 1.0)), workers));
       const double floor_f = kcap * W / std::max(kp, 1.0);

@@ -1,4 +1,4 @@
-// The scale model of issue 9: alpha-beta costs of each collective fitted on each emulated link,
+// The scale model: alpha-beta costs of each collective fitted on each emulated link,
 // per-element non-communication costs fitted per sparsifier label, and from them the iteration
 // time of every label for worker counts and link rates that were not measured.
 //

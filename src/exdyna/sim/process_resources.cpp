@@ -1,11 +1,11 @@
-#include "exdyna/core/process_resources.hpp"
+#include "exdyna/sim/process_resources.hpp"
 
 #include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
 
-namespace exdyna::core {
+namespace exdyna::sim {
 
 std::int64_t resident_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -27,4 +27,4 @@ std::int64_t open_descriptors() {
   return n - 1;  // the descriptor opendir holds
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sim

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace exdyna::core {
+namespace exdyna::sim {
 
 // Resident set size in bytes (/proc/self/statm's second field times the page size); -1 where
 // /proc is not available.
@@ -15,4 +15,4 @@ std::int64_t resident_bytes();
 // list them); -1 where /proc is not available.
 std::int64_t open_descriptors();
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sim

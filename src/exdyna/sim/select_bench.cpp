@@ -8,11 +8,11 @@
 #include <tuple>
 
 #include "exdyna/comm/local_group.hpp"
-#include "exdyna/comm/tape.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sim/simulate.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sim/tape.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 
 namespace exdyna::sim {
 
@@ -29,9 +29,9 @@ double median(std::vector<double> v) {
 SimulateConfig mode_config(SimulateConfig cfg, bool exact) {
   cfg.sparsifier = "exdyna";
   auto& o = cfg.sparse.exdyna;
-  o.controller = exact ? core::Controller::kExact : core::Controller::kPaper;
-  o.balance = exact ? core::Balance::kExact : core::Balance::kPaper;
-  o.worker_cap = exact ? core::ExDynaOptions::kAutoCap : 0.0;
+  o.controller = exact ? sparsifiers::Controller::kExact : sparsifiers::Controller::kPaper;
+  o.balance = exact ? sparsifiers::Balance::kExact : sparsifiers::Balance::kPaper;
+  o.worker_cap = exact ? sparsifiers::ExDynaOptions::kAutoCap : 0.0;
   cfg.measure_global_error = false;  // one all-reduce per step the benchmark does not need
   cfg.decisions_path.clear();
   cfg.stats_path.clear();
@@ -98,7 +98,7 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
   const int n = *run.workers;
   const auto T = static_cast<std::size_t>(*run.iterations);
   const auto& registry = sparsifiers::builtin_registry();
-  std::vector<comm::Tape> tapes(static_cast<std::size_t>(n));
+  std::vector<sim::Tape> tapes(static_cast<std::size_t>(n));
   for (auto& t : tapes) t.limit = kMaxTapeBytes / static_cast<std::size_t>(n);
   double density = 0;
   std::mutex mu;
@@ -107,7 +107,7 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
       [&](comm::Communicator& c) {
         WorkerResult r;
         if (solo) {
-          comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+          sim::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
           r = run_worker(run, registry, *src, rec);
         } else {
           r = run_worker(run, registry, *src, c);
@@ -121,13 +121,13 @@ bool replay(const SimulateConfig& cfg, SelectBenchMode& mode, bool solo, int sol
       std::chrono::milliseconds(static_cast<std::int64_t>(run.timeout_s * 1000.0)));
   mode.mean_density += density / static_cast<double>(T);
   if (!solo ||
-      std::any_of(tapes.begin(), tapes.end(), [](const comm::Tape& t) { return t.overflowed; }))
+      std::any_of(tapes.begin(), tapes.end(), [](const sim::Tape& t) { return t.overflowed; }))
     return false;
   for (int w = 0; w < n; ++w) {
     std::vector<double> least(T);
     WorkerResult last;
     for (int s = 0; s < solo_runs; ++s) {
-      comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
+      sim::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
       last = run_worker(run, registry, *src, player);
       EXDYNA_CHECK(player.finished(), "bench select: the solo replay of rank ", w,
                    " ended before its tape");

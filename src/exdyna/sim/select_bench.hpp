@@ -1,4 +1,4 @@
-// Issue 12: the selection's CPU time on recorded gradients. Replays one gradient source (a trace
+// The selection's CPU time on recorded gradients. Replays one gradient source (a trace
 // or the synthetic generator) through ExDyna twice, in paper mode (Alg. 4's threshold scan, Alg. 5
 // and Alg. 3) and with the exact controller (--controller exact --balance exact --worker-cap
 // auto), one thread per worker over the in-process group, and compares the selection's CPU time
@@ -8,7 +8,7 @@
 // Two measurements of the same steps. "group": the times of that run, W threads on this
 // machine's cores, which evict each other's caches between a worker's selection and its cut
 // after the all-gather. "solo": each worker re-run alone, on one thread, its collectives served
-// from a tape of the group run (comm/tape.hpp): the same steps and decisions (the player checks
+// from a tape of the group run (sim/tape.hpp): the same steps and decisions (the player checks
 // every call), with a machine to itself, as with one machine per worker.
 #pragma once
 

@@ -1,8 +1,8 @@
-#include "exdyna/core/shell.hpp"
+#include "exdyna/sim/shell.hpp"
 
 #include <cstdio>
 
-namespace exdyna::core {
+namespace exdyna::sim {
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -20,4 +20,4 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sim

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace exdyna::core {
+namespace exdyna::sim {
 
 // s as one single-quoted POSIX shell word ('it'\''s').
 std::string shell_quote(const std::string& s);
@@ -12,4 +12,4 @@ std::string shell_quote(const std::string& s);
 // Runs cmd with /bin/sh and returns its standard output (empty when it cannot be started).
 std::string run_capture(const std::string& cmd);
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sim

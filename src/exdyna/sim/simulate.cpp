@@ -8,8 +8,8 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/process_resources.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sim/process_resources.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 
 namespace exdyna::sim {
@@ -58,8 +58,8 @@ WorkerResult run_worker(const SimulateConfig& cfg, const sparsifiers::Registry& 
   RankResources mine;
   mine.warm_iteration = std::min<std::int64_t>(1000, T / 2);
   const auto sample = [&](std::int64_t& rss, std::int64_t& fds) {
-    rss = core::resident_bytes();
-    fds = core::open_descriptors();
+    rss = resident_bytes();
+    fds = open_descriptors();
   };
   if (cfg.measure_resources && mine.warm_iteration == 0) sample(mine.rss_warm, mine.fds_warm);
   std::vector<float> grad;

@@ -2,7 +2,7 @@
 // and f(t) series (the summary's windows, settling and recoveries read them), the measured global
 // errors, byte and padding sums, and a running FNV-1a of the decisions CSV. A long run without
 // CSV outputs keeps this instead of one StepStats per iteration (24 instead of ~430 bytes per
-// iteration; the 20,000-iteration soak of issue 14 must not grow), and two runs are compared by
+// iteration; a 20,000-iteration soak must not grow), and two runs are compared by
 // the digest alone.
 #pragma once
 

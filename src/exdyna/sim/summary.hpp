@@ -32,7 +32,7 @@ struct Summary {
   // one is (-1 when the last iteration is not).
   std::int64_t first_within = -1;
   std::int64_t settled_at = -1;
-  // The same means from iteration kWarmup on (issue 5 judges a controller after a short warm-up);
+  // The same means from iteration kWarmup on (a controller is judged after a short warm-up);
   // NaN when the run is not longer than that.
   static constexpr std::int64_t kWarmup = 10;
   double density_ratio_after_warmup = 0;

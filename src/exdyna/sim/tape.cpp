@@ -1,11 +1,11 @@
-#include "exdyna/comm/tape.hpp"
+#include "exdyna/sim/tape.hpp"
 
 #include <cstring>
 #include <numeric>
 
 #include "exdyna/core/error.hpp"
 
-namespace exdyna::comm {
+namespace exdyna::sim {
 
 const char* to_string(Tape::Op op) {
   switch (op) {
@@ -220,4 +220,4 @@ void TapePlayer::do_barrier() {
   play(Tape::Op::kBarrier, nullptr, 0);
 }
 
-}  // namespace exdyna::comm
+}  // namespace exdyna::sim

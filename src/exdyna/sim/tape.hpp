@@ -17,7 +17,10 @@
 
 #include "exdyna/comm/communicator.hpp"
 
-namespace exdyna::comm {
+namespace exdyna::sim {
+
+using comm::Communicator;
+using comm::GatherMode;
 
 struct Tape {
   enum class Op : std::uint8_t {
@@ -115,4 +118,4 @@ class TapePlayer final : public Communicator {
   std::size_t next_ = 0;
 };
 
-}  // namespace exdyna::comm
+}  // namespace exdyna::sim

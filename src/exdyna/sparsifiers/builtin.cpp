@@ -2,7 +2,7 @@
 #include "exdyna/sparsifiers/cltk.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/dgc.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 #include "exdyna/sparsifiers/gaussiank.hpp"
 #include "exdyna/sparsifiers/hard_threshold.hpp"
 #include "exdyna/sparsifiers/oktopk.hpp"

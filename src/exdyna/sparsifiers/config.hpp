@@ -5,8 +5,8 @@
 #include <string>
 
 #include "exdyna/comm/communicator.hpp"
-#include "exdyna/core/exdyna_options.hpp"
 #include "exdyna/core/half_float.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -39,7 +39,7 @@ struct SparsifierConfig {
   int world_size = 1;
   int rank = 0;
   comm::GatherMode gather_mode = comm::GatherMode::kPadded;
-  core::ExDynaOptions exdyna;
+  sparsifiers::ExDynaOptions exdyna;
   double hard_threshold = -1;  // < 0: 1 / (2 sqrt(k))
   SidcoOptions sidco;
   RandomKOptions randomk;

@@ -16,18 +16,19 @@ float CudaDeviceStep::max_abs(const float* part, std::int64_t n) {
 std::int64_t CudaDeviceStep::select_threshold(const float* part, std::int64_t n, float thr,
                                               std::uint32_t offset) {
   mine_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)));
-  return dev::select_threshold(ws_, part, n, thr, offset, mine_.data());
+  return device::select_threshold(ws_, part, n, thr, offset, mine_.data());
 }
 
 std::int64_t CudaDeviceStep::ladder_count(const float* part, std::int64_t n,
-                                          const core::LadderGrid& grid, std::int64_t* bins) {
-  return dev::ladder_count(ws_, part, n, grid, bins);
+                                          const sparsifiers::LadderGrid& grid, std::int64_t* bins) {
+  return device::ladder_count(ws_, part, n, grid, bins);
 }
 
 std::int64_t CudaDeviceStep::take_cut(const float* part, std::int64_t n, std::uint32_t offset,
-                                      const core::LadderGrid& grid, int rung, std::int64_t quota) {
+                                      const sparsifiers::LadderGrid& grid, int rung,
+                                      std::int64_t quota) {
   mine_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)));
-  return dev::take_cut(ws_, part, n, offset, grid, rung, quota, mine_.data());
+  return device::take_cut(ws_, part, n, offset, grid, rung, quota, mine_.data());
 }
 
 void CudaDeviceStep::select_one(Index i) {
@@ -66,12 +67,12 @@ void CudaDeviceStep::exchange_dense(const float* acc, std::int64_t n, comm::Comm
   dense_ = true;
 }
 
-void CudaDeviceStep::count_per_block(const core::BlockLayout& layout,
+void CudaDeviceStep::count_per_block(const sparsifiers::BlockLayout& layout,
                                      std::span<std::uint32_t> hits) {
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(hits.size()) == layout.n_blocks, "block counts of ",
                    hits.size(), " entries; expected n_b = ", layout.n_blocks);
-  dev::count_per_block(ws_, gathered_.data(), count_, layout.block_size, layout.n_blocks,
-                       hits.data());
+  device::count_per_block(ws_, gathered_.data(), count_, layout.block_size, layout.n_blocks,
+                          hits.data());
 }
 
 }  // namespace exdyna::sparsifiers

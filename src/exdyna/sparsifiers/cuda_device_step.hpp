@@ -1,10 +1,12 @@
-// The DeviceStep of a CUDA device: ExDyna's passes as the kernels of core/device_kernels.hpp, the
-// exchange through the communicator's device collectives. Built only where nvcc is found (with
-// exdyna_cuda_kernels); the sparsifiers see only device_step.hpp.
+// The DeviceStep of a CUDA device: ExDyna's passes as the kernels of
+// sparsifiers/exdyna/device_kernels.hpp, the exchange through the communicator's device
+// collectives. Built only where nvcc is found (with exdyna_cuda_kernels); the sparsifiers see only
+// device_step.hpp.
 #pragma once
 
 #include "exdyna/core/device_kernels.hpp"
 #include "exdyna/sparsifiers/device_step.hpp"
+#include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -16,10 +18,10 @@ class CudaDeviceStep final : public DeviceStep {
   float max_abs(const float* part, std::int64_t n) override;
   std::int64_t select_threshold(const float* part, std::int64_t n, float thr,
                                 std::uint32_t offset) override;
-  std::int64_t ladder_count(const float* part, std::int64_t n, const core::LadderGrid& grid,
+  std::int64_t ladder_count(const float* part, std::int64_t n, const sparsifiers::LadderGrid& grid,
                             std::int64_t* bins) override;
   std::int64_t take_cut(const float* part, std::int64_t n, std::uint32_t offset,
-                        const core::LadderGrid& grid, int rung, std::int64_t quota) override;
+                        const sparsifiers::LadderGrid& grid, int rung, std::int64_t quota) override;
   void select_one(Index i) override;
   std::int64_t allgather_selection(std::int64_t mine, std::span<const std::int64_t> counts,
                                    comm::GatherMode mode, comm::Communicator& comm) override;
@@ -29,7 +31,8 @@ class CudaDeviceStep final : public DeviceStep {
   const Index* gathered() const override { return gathered_.data(); }
   const float* sums() const override { return sums_.data(); }
   bool dense() const override { return dense_; }
-  void count_per_block(const core::BlockLayout& layout, std::span<std::uint32_t> hits) override;
+  void count_per_block(const sparsifiers::BlockLayout& layout,
+                       std::span<std::uint32_t> hits) override;
 
  private:
   core::device::Workspace& ws_;

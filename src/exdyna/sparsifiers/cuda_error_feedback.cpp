@@ -90,7 +90,7 @@ std::int64_t device_select_threshold(const float* acc, std::int64_t n, float thr
                                      std::uint32_t* out, void* stream) {
   thread_local dev::Workspace ws;
   ws.set_stream(stream);
-  return dev::select_threshold(ws, acc, n, threshold, 0, out);
+  return device::select_threshold(ws, acc, n, threshold, 0, out);
 }
 
 std::int64_t device_accumulate(float* residual, const float* grad, std::int64_t n, void* stream) {

@@ -7,8 +7,8 @@
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/hash.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -57,8 +57,8 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(ks - 1),
                    sample.end(), std::greater<float>());
   est.threshold = sample[ks - 1];
-  est.passed =
-      core::select_threshold(acc, core::as_compare_threshold(est.threshold), 0, indices.data());
+  est.passed = sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(est.threshold),
+                                             0, indices.data());
   est.count = est.passed;
   if (k > 0 && 3 * est.passed > 4 * k) {
     est.count = refine(acc, est.passed, k, indices, scratch);

@@ -8,8 +8,8 @@
 #include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/normal_quantile.hpp"
 #include "exdyna/core/reductions.hpp"
-#include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -27,7 +27,7 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   core::resize_huge(indices, acc.size());
   if (acc.empty()) return est;
   if (density >= 1) {
-    est.count = core::select_threshold(acc, 0.0f, 0, indices.data());
+    est.count = sparsifiers::select_threshold(acc, 0.0f, 0, indices.data());
     return est;
   }
   const double n = static_cast<double>(acc.size());
@@ -38,8 +38,8 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   est.threshold = std::fabs(mu) - sigma * core::normal_quantile(density / 2);
   const double k = std::floor(density * n);
   for (;;) {
-    est.count =
-        core::select_threshold(acc, core::as_compare_threshold(est.threshold), 0, indices.data());
+    est.count = sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(est.threshold),
+                                              0, indices.data());
     const double c = static_cast<double>(est.count);
     const bool few = c<2 * k / 3, many = c> 4 * k / 3;
     if ((!few && !many) || est.corrections == kMaxCorrections) break;

@@ -5,8 +5,8 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -24,7 +24,7 @@ void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, S
   core::PhaseStopwatch sw;
   core::resize_huge(mine_, acc.size());  // select_threshold needs room for every element
   const std::size_t c =
-      core::select_threshold(acc, static_cast<float>(threshold_), 0, mine_.data());
+      sparsifiers::select_threshold(acc, static_cast<float>(threshold_), 0, mine_.data());
   stats.times.select += sw.lap();
   stats.times.select_cpu += sw.last_cpu();
   stats.threshold = threshold_;

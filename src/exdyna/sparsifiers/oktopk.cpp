@@ -7,8 +7,8 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/half_float.hpp"
-#include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -126,13 +126,13 @@ void OkTopk::select_local(std::span<const float> acc, bool reevaluate) {
     local_th_ = mine_.empty() ? 0.0 : smallest;
   } else {
     cand_.resize(acc.size());  // select_threshold needs room for every element
-    std::size_t c =
-        core::select_threshold(acc, core::as_compare_threshold(local_th_), 0, cand_.data());
+    std::size_t c = sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(local_th_),
+                                                  0, cand_.data());
     // A raised threshold keeps a subset of what passed: filter the c passed, in place, instead
     // of reading all n_g again (the same threshold and indices as a fresh pass).
     for (int r = 0; r < kMaxRaises && 3 * static_cast<std::int64_t>(c) > 4 * k; ++r) {
       local_th_ *= kLocalRaise;
-      const float th = core::as_compare_threshold(local_th_);
+      const float th = sparsifiers::as_compare_threshold(local_th_);
       std::size_t kept = 0;
       for (std::size_t j = 0; j < c; ++j)
         if (std::abs(acc[cand_[j]]) >= th) cand_[kept++] = cand_[j];
@@ -256,7 +256,7 @@ void OkTopk::select_global_reused(comm::Communicator& comm, SparseResult& out, S
   core::PhaseStopwatch sw;
   const auto p = static_cast<std::size_t>(comm.size());
   const auto me = static_cast<std::size_t>(comm.rank());
-  const float th = core::as_compare_threshold(global_th_);
+  const float th = sparsifiers::as_compare_threshold(global_th_);
   b.send.clear();
   for (std::size_t j = 0; j < reduced_idx_.size(); ++j)
     if (std::abs(reduced_val_[j]) >= th) {

@@ -6,8 +6,8 @@
 
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/selection.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -20,7 +20,7 @@ SidcoEstimate sidco_select(std::span<const float> acc, double density, int stage
   core::resize_huge(indices, acc.size());
   if (acc.empty()) return est;
   if (density >= 1) {  // every element, zeros included
-    est.count = core::select_threshold(acc, 0.0f, 0, indices.data());
+    est.count = sparsifiers::select_threshold(acc, 0.0f, 0, indices.data());
     return est;
   }
   // ln(1 / delta_m) with delta_m = d^(1/M), the same for every stage.
@@ -31,14 +31,15 @@ SidcoEstimate sidco_select(std::span<const float> acc, double density, int stage
   double eta = sum_abs(acc) / static_cast<double>(acc.size()) * log_inv_delta;
   est.stages_run = 1;
   for (int m = 2; m <= stages; ++m) {
-    const float thr_prev = core::as_compare_threshold(eta);
+    const float thr_prev = sparsifiers::as_compare_threshold(eta);
     const auto ex = exceedances(acc, thr_prev);
     if (ex.count == 0) break;  // nothing left to fit: keep the last threshold
     eta = static_cast<double>(thr_prev) + ex.sum / static_cast<double>(ex.count) * log_inv_delta;
     est.stages_run = m;
   }
   est.threshold = eta;
-  est.count = core::select_threshold(acc, core::as_compare_threshold(eta), 0, indices.data());
+  est.count =
+      sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(eta), 0, indices.data());
   return est;
 }
 

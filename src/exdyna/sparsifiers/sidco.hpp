@@ -16,7 +16,7 @@
 // union, like Top-k.
 //
 // Cost: M + 1 branch-free read passes over acc: the mean, one exceedance pass per later stage,
-// and the selection at eta_M (core::select_threshold).
+// and the selection at eta_M (sparsifiers::select_threshold).
 // Invariants: the selected set is {i : |acc_i| >= (float)eta_M}; if acc is all zero nothing is
 // selected (count 0), never the whole vector. d = 1 selects everything. Workers' sets overlap
 // (build-up) and their counts differ (padding), as the paper says of threshold sparsifiers.

@@ -5,15 +5,15 @@
 #include <filesystem>
 #include <sstream>
 
-#include "exdyna/core/shell.hpp"
+#include "exdyna/sim/shell.hpp"
 
 namespace exdyna::train {
 namespace fs = std::filesystem;
 
 namespace {
 
-using core::run_capture;
-using core::shell_quote;
+using sim::run_capture;
+using sim::shell_quote;
 
 struct Plot {
   std::string file, body;

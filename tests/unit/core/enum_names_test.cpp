@@ -4,12 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include "exdyna/core/exdyna_options.hpp"
 #include "exdyna/core/topk_select.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
 #include "unit/expect_error.hpp"
 
 using namespace exdyna;
 using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 

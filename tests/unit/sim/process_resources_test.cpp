@@ -1,5 +1,5 @@
 // process_resources: this process's resident memory and open descriptors.
-#include "exdyna/core/process_resources.hpp"
+#include "exdyna/sim/process_resources.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-namespace exdyna::core {
+namespace exdyna::sim {
 namespace {
 
 TEST(ProcessResources, ResidentMemoryFollowsTouchedPages) {
@@ -32,4 +32,4 @@ TEST(ProcessResources, OpenDescriptorsCountAnOpenedFile) {
 }
 
 }  // namespace
-}  // namespace exdyna::core
+}  // namespace exdyna::sim

@@ -80,7 +80,7 @@ TEST_F(ScaledSourceTest, SimulateOnATraceAppliesScaleStepsAndReportsTheRecovery)
   cfg.sparsifier = "exdyna";
   cfg.trace_dir = trace;
   cfg.sparse.density = 0.01;
-  cfg.sparse.exdyna.controller = core::Controller::kHistogram;
+  cfg.sparse.exdyna.controller = sparsifiers::Controller::kHistogram;
   cfg.synthetic.scale_steps = {{12, 0.1}};
   cfg.timeout_s = 60;
   auto scaled = make_source(cfg);

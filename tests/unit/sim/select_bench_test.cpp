@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "exdyna/comm/local_group.hpp"
-#include "exdyna/comm/tape.hpp"
 #include "exdyna/sim/select_bench.hpp"
 #include "exdyna/sim/simulate.hpp"
+#include "exdyna/sim/tape.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 
 using namespace exdyna;
@@ -25,9 +25,9 @@ SimulateConfig exact_config(int workers, std::int64_t n_g, std::int64_t iteratio
   c.n_grad = n_g;
   c.iterations = iterations;
   c.sparse.density = 0.01;
-  c.sparse.exdyna.controller = core::Controller::kExact;
-  c.sparse.exdyna.balance = core::Balance::kExact;
-  c.sparse.exdyna.worker_cap = core::ExDynaOptions::kAutoCap;
+  c.sparse.exdyna.controller = sparsifiers::Controller::kExact;
+  c.sparse.exdyna.balance = sparsifiers::Balance::kExact;
+  c.sparse.exdyna.worker_cap = sparsifiers::ExDynaOptions::kAutoCap;
   c.timeout_s = 60;
   return c;
 }
@@ -38,17 +38,17 @@ TEST(SelectBench, AWorkerReRunAloneFromItsTapeMakesTheGroupsDecisions) {
   auto src = make_source(exact_config(4, 1 << 15, 12));
   const auto run = resolve(exact_config(4, 1 << 15, 12), *src);
   const auto& registry = sparsifiers::builtin_registry();
-  std::vector<comm::Tape> tapes(4);
+  std::vector<sim::Tape> tapes(4);
   std::vector<WorkerResult> group(4);
   std::mutex mu;
   comm::run_local(4, [&](comm::Communicator& c) {
-    comm::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
+    sim::TapeRecorder rec(c, tapes[static_cast<std::size_t>(c.rank())]);
     auto r = run_worker(run, registry, *src, rec);
     const std::lock_guard<std::mutex> lock(mu);
     group[static_cast<std::size_t>(c.rank())] = std::move(r);
   });
   for (int w = 0; w < 4; ++w) {
-    comm::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
+    sim::TapePlayer player(tapes[static_cast<std::size_t>(w)]);
     const auto solo = run_worker(run, registry, *src, player);
     EXPECT_TRUE(player.finished());
     const auto& g = group[static_cast<std::size_t>(w)];

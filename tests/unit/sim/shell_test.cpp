@@ -1,11 +1,11 @@
-// core::shell_quote and run_capture: a quoted word reaches the command unchanged, whatever it
+// sim::shell_quote and run_capture: a quoted word reaches the command unchanged, whatever it
 // holds.
-#include "exdyna/core/shell.hpp"
+#include "exdyna/sim/shell.hpp"
 
 #include <gtest/gtest.h>
 
-using exdyna::core::run_capture;
-using exdyna::core::shell_quote;
+using exdyna::sim::run_capture;
+using exdyna::sim::shell_quote;
 
 TEST(Shell, QuotedWordsReachTheCommandUnchanged) {
   for (const std::string s : {"plain", "it's", "a b", "$HOME `x` \"q\" \\n", "''"}) {

@@ -1,5 +1,5 @@
 // The simulate driver: CSV outputs, determinism across runs, ranks and sources, validation, atomic
-// writes, the summary's numbers, and ExDyna's density on the synthetic source (issue 2).
+// writes, the summary's numbers, and ExDyna's density on the synthetic source.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -336,7 +336,7 @@ TEST(Simulate, SummaryNumbers) {
   EXPECT_NE(os.str().find("actual density / target"), std::string::npos);
 }
 
-// Issue 2: on the synthetic source at d = 0.01 and 0.001, ExDyna's (paper defaults) mean actual
+// On the synthetic source at d = 0.01 and 0.001, ExDyna's (paper defaults) mean actual
 // density over iterations 500..2000 is within +-10% of d. 8 workers, n_g = 2^17 keeps it to
 // seconds; the source's size correction makes the start as far off as at 4M gradients.
 class ExDynaDensity : public ::testing::TestWithParam<double> {};

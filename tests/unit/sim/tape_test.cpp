@@ -1,4 +1,4 @@
-// comm/tape.hpp: a rank's collectives recorded in its group and served back to it alone give the
+// sim/tape.hpp: a rank's collectives recorded in its group and served back to it alone give the
 // same results call for call; a replay that calls otherwise, or sends otherwise, fails at once.
 #include <gtest/gtest.h>
 
@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "exdyna/comm/local_group.hpp"
-#include "exdyna/comm/tape.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/sim/tape.hpp"
 
 using namespace exdyna;
 using namespace exdyna::comm;
+using namespace exdyna::sim;
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 #include "unit/sparsifiers/host_device_step.hpp"
 
 using namespace exdyna;
@@ -34,8 +34,8 @@ void fill_gradient(std::vector<float>& g, int rank, std::int64_t t) {
 }
 
 struct Mode {
-  core::Controller controller;
-  core::Balance balance;
+  sparsifiers::Controller controller;
+  sparsifiers::Balance balance;
   double cap;  // 0: none, kAutoCap: the automatic cap
 };
 
@@ -103,27 +103,32 @@ void run_both(int n, std::int64_t n_g, double d, const Mode& m, int steps) {
 class DeviceStepModes : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceStepModes, PaperControllerTakesStepsDecisions) {
-  run_both(GetParam(), 50'000, 0.01, {core::Controller::kPaper, core::Balance::kPaper, 0}, 24);
+  run_both(GetParam(), 50'000, 0.01,
+           {sparsifiers::Controller::kPaper, sparsifiers::Balance::kPaper, 0}, 24);
 }
 
 TEST_P(DeviceStepModes, PaperControllerWithExactBalanceTakesStepsDecisions) {
-  run_both(GetParam(), 40'000, 0.02, {core::Controller::kPaper, core::Balance::kExact, 0}, 20);
+  run_both(GetParam(), 40'000, 0.02,
+           {sparsifiers::Controller::kPaper, sparsifiers::Balance::kExact, 0}, 20);
 }
 
 TEST_P(DeviceStepModes, ExactControllerWithCapTakesStepsDecisions) {
   run_both(GetParam(), 60'000, 0.01,
-           {core::Controller::kExact, core::Balance::kExact, core::ExDynaOptions::kAutoCap}, 24);
+           {sparsifiers::Controller::kExact, sparsifiers::Balance::kExact,
+            sparsifiers::ExDynaOptions::kAutoCap},
+           24);
 }
 
 TEST_P(DeviceStepModes, ExactControllerWithoutCapTakesStepsDecisions) {
-  run_both(GetParam(), 30'011, 0.005, {core::Controller::kExact, core::Balance::kPaper, 0}, 20);
+  run_both(GetParam(), 30'011, 0.005,
+           {sparsifiers::Controller::kExact, sparsifiers::Balance::kPaper, 0}, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, DeviceStepModes, ::testing::Values(1, 3, 4));
 
 TEST(DeviceStep, HistogramControllerAndSixteenBitValuesAreRefusedByName) {
   comm::run_local(1, [&](comm::Communicator& c) {
-    Mode m{core::Controller::kHistogram, core::Balance::kPaper, 0};
+    Mode m{sparsifiers::Controller::kHistogram, sparsifiers::Balance::kPaper, 0};
     ExDyna hist(config(1000, 1, 0, 0.01, m));
     EXPECT_FALSE(hist.runs_on_device());
     std::vector<float> acc(1000, 1.0f);
@@ -135,7 +140,8 @@ TEST(DeviceStep, HistogramControllerAndSixteenBitValuesAreRefusedByName) {
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("controller histogram"), std::string::npos) << e.what();
     }
-    auto cfg = config(1000, 1, 0, 0.01, {core::Controller::kPaper, core::Balance::kPaper, 0});
+    auto cfg = config(1000, 1, 0, 0.01,
+                      {sparsifiers::Controller::kPaper, sparsifiers::Balance::kPaper, 0});
     cfg.values = core::ValueFormat::kBf16;
     EXPECT_FALSE(ExDyna(cfg).runs_on_device());
     EXPECT_FALSE(Dense(cfg).runs_on_device());
@@ -144,7 +150,8 @@ TEST(DeviceStep, HistogramControllerAndSixteenBitValuesAreRefusedByName) {
 
 TEST(DeviceStep, DenseSumsEveryValue) {
   comm::run_local(3, [&](comm::Communicator& c) {
-    auto cfg = config(777, 3, c.rank(), 1.0, {core::Controller::kPaper, core::Balance::kPaper, 0});
+    auto cfg = config(777, 3, c.rank(), 1.0,
+                      {sparsifiers::Controller::kPaper, sparsifiers::Balance::kPaper, 0});
     Dense dense(cfg);
     ASSERT_TRUE(dense.runs_on_device());
     std::vector<float> acc(777);

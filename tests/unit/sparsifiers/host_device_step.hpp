@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/device_step.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
 
 namespace exdyna::test {
 
@@ -23,23 +23,24 @@ class HostDeviceStep final : public sparsifiers::DeviceStep {
                                 std::uint32_t offset) override {
     mine_.resize(static_cast<std::size_t>(n) + 1);
     return static_cast<std::int64_t>(
-        core::select_threshold(span(part, n), thr, offset, mine_.data()));
+        sparsifiers::select_threshold(span(part, n), thr, offset, mine_.data()));
   }
-  std::int64_t ladder_count(const float* part, std::int64_t n, const core::LadderGrid& grid,
+  std::int64_t ladder_count(const float* part, std::int64_t n, const sparsifiers::LadderGrid& grid,
                             std::int64_t* bins) override {
     bytes_.resize(static_cast<std::size_t>(n) + 64);
     return static_cast<std::int64_t>(
-        core::count_ladder_candidates(span(part, n), grid, bins, bytes_.data()));
+        sparsifiers::count_ladder_candidates(span(part, n), grid, bins, bytes_.data()));
   }
   std::int64_t take_cut(const float* part, std::int64_t n, std::uint32_t offset,
-                        const core::LadderGrid& grid, int rung, std::int64_t quota) override {
+                        const sparsifiers::LadderGrid& grid, int rung,
+                        std::int64_t quota) override {
     mine_.resize(static_cast<std::size_t>(n) + 1);
     abs_.resize(static_cast<std::size_t>(n) + 1);
     std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
-    const auto c = core::collect_ladder_candidates(span(part, n), offset, grid, mine_.data(),
-                                                   abs_.data(), bins.data());
+    const auto c = sparsifiers::collect_ladder_candidates(span(part, n), offset, grid, mine_.data(),
+                                                          abs_.data(), bins.data());
     return static_cast<std::int64_t>(
-        core::take_cut(mine_.data(), abs_.data(), c, grid, rung, quota));
+        sparsifiers::take_cut(mine_.data(), abs_.data(), c, grid, rung, quota));
   }
   void select_one(Index i) override {
     mine_.resize(std::max<std::size_t>(mine_.size(), 1));
@@ -69,7 +70,8 @@ class HostDeviceStep final : public sparsifiers::DeviceStep {
   const Index* gathered() const override { return gathered_.data(); }
   const float* sums() const override { return sums_.data(); }
   bool dense() const override { return dense_; }
-  void count_per_block(const core::BlockLayout& layout, std::span<std::uint32_t> hits) override {
+  void count_per_block(const sparsifiers::BlockLayout& layout,
+                       std::span<std::uint32_t> hits) override {
     layout.count_per_block(gathered_, hits);
   }
 

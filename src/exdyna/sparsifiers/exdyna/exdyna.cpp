@@ -1,4 +1,4 @@
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 
 #include "exdyna/sparsifiers/sparse_exchange.hpp"
 
@@ -8,12 +8,12 @@
 #include <iostream>
 
 #include "exdyna/core/byte_io.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/ladder_wire.hpp"
 #include "exdyna/core/reductions.hpp"
-#include "exdyna/core/selection.hpp"
-#include "exdyna/core/threshold.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -39,16 +39,16 @@ std::vector<T> get_list_of(core::ByteReader& r, std::int64_t expected) {
 // partition of its own share, and f(t) stays high (docs/exdyna-controller.md: 1.37 instead of
 // 1.03 on the synthetic source). So exact balance defaults to one block; an explicit min_blk is
 // always honoured.
-double effective_min_blk(const core::ExDynaOptions& o) {
-  return o.balance == core::Balance::kExact && o.min_blk < 0 ? 1.0 : o.min_blk;
+double effective_min_blk(const sparsifiers::ExDynaOptions& o) {
+  return o.balance == sparsifiers::Balance::kExact && o.min_blk < 0 ? 1.0 : o.min_blk;
 }
 
 // The count all-gather's slot per rank, in int64 words, when a ladder rides with the count
-// (core/ladder_wire.hpp): about 4 % of the index and value bytes (n slots of 8 bytes a word
-// against about 8 k bytes per worker: k / (25 n) words); at least 24 words (192 bytes), which
-// held every encoded ladder whole in the measured runs at d = 0.001 (synthetic 4M and the CNN and
-// LSTM traces, 8 and 16 workers: at most 188 bytes); at most 1 + R, which holds any ladder whole
-// (counts below 2^56), as the R + 1 int64 of the old layout did.
+// (sparsifiers/exdyna/ladder_wire.hpp): about 4 % of the index and value bytes (n slots of 8 bytes
+// a word against about 8 k bytes per worker: k / (25 n) words); at least 24 words (192 bytes),
+// which held every encoded ladder whole in the measured runs at d = 0.001 (synthetic 4M and the CNN
+// and LSTM traces, 8 and 16 workers: at most 188 bytes); at most 1 + R, which holds any ladder
+// whole (counts below 2^56), as the R + 1 int64 of the old layout did.
 std::size_t ladder_slot_words(std::int64_t k, int workers, int rungs) {
   const std::int64_t share = (k + 25 * workers - 1) / (25 * workers);
   return static_cast<std::size_t>(
@@ -65,16 +65,16 @@ constexpr std::uint32_t kStateVersion = 4;
 ExDyna::ExDyna(const SparsifierConfig& cfg)
     : cfg_(validated(cfg)),
       k_(cfg.k()),
-      parts_(core::make_block_layout(cfg.n_g, cfg.world_size, cfg.exdyna.n_blocks), cfg.world_size,
-             effective_min_blk(cfg.exdyna), cfg.exdyna.blk_move, cfg.exdyna.alpha),
+      parts_(sparsifiers::make_block_layout(cfg.n_g, cfg.world_size, cfg.exdyna.n_blocks),
+             cfg.world_size, effective_min_blk(cfg.exdyna), cfg.exdyna.blk_move, cfg.exdyna.alpha),
       threshold_(cfg.exdyna.initial_threshold > 0 ? cfg.exdyna.initial_threshold
-                                                  : core::initial_threshold(cfg.k())),
+                                                  : sparsifiers::initial_threshold(cfg.k())),
       prev_counts_(static_cast<std::size_t>(cfg.world_size), 0) {
   if (!parts_.layout().note.empty() && cfg_.rank == 0)
     std::clog << "exdyna: " << parts_.layout().note << "\n";
   const std::size_t n = static_cast<std::size_t>(cfg_.world_size);
   std::size_t per_rank = 1;
-  if (cfg_.exdyna.controller != core::Controller::kPaper) {
+  if (cfg_.exdyna.controller != sparsifiers::Controller::kPaper) {
     hist_.emplace(cfg_.exdyna.ladder_rungs, cfg_.exdyna.ladder_span);
     bins_.resize(static_cast<std::size_t>(hist_->rungs()));
     summed_bins_.resize(bins_.size());
@@ -83,7 +83,7 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
     wire_mine_.resize(slot);
     wire_all_.resize(n * slot);
   }
-  if (cfg_.exdyna.balance == core::Balance::kExact)
+  if (cfg_.exdyna.balance == sparsifiers::Balance::kExact)
     block_hits_.resize(static_cast<std::size_t>(parts_.layout().n_blocks));
   gather_mine_.resize(per_rank);
   gather_all_.resize(n * per_rank);
@@ -93,7 +93,7 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   idx_.reset(static_cast<std::size_t>(cfg_.n_g));
   if (hist_) abs_.reset(idx_.capacity());
   worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
-  if (cfg_.exdyna.controller == core::Controller::kExact) {
+  if (cfg_.exdyna.controller == sparsifiers::Controller::kExact) {
     plan_scratch_.resize(3 * n);
     group_max_.resize(static_cast<std::size_t>(cfg_.n_g) / 64 + 1);
   }
@@ -111,7 +111,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   const int n = cfg_.world_size;
   const std::int64_t t = iteration_;
   core::Stopwatch sw;
-  const core::ElementRange range = begin_step(comm, static_cast<std::int64_t>(acc.size()), stats);
+  const sparsifiers::ElementRange range =
+      begin_step(comm, static_cast<std::int64_t>(acc.size()), stats);
   const float thr = static_cast<float>(threshold_);
   stats.times.other += sw.lap();
 
@@ -119,12 +120,12 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   const auto part =
       acc.subspan(static_cast<std::size_t>(range.begin), static_cast<std::size_t>(range.size()));
   stats.own_partition = range.size();
-  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
+  const bool exact = cfg_.exdyna.controller == sparsifiers::Controller::kExact;
   const auto offset = static_cast<std::uint32_t>(range.begin);
-  core::LadderGrid grid;
+  sparsifiers::LadderGrid grid;
   std::size_t mine;
   bool two_pass = false;  // exact controller: count first, collect after the plan
-  // Issue 12: the exact controller is exact from iteration 0 on any stream (core::cold_ladder).
+  // The exact controller is exact from iteration 0 on any stream (cold_ladder).
   const bool cold = exact && t == 0;
   double cpu = core::thread_cpu_seconds();  // the select phases' CPU time (stats.times.select_cpu)
   const auto select_cpu_lap = [&stats, &cpu] {
@@ -151,7 +152,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     if (exact) stats.own_candidates = static_cast<std::int64_t>(mine);
     if (exact) stored_ = store_capped(part, offset, grid, two_pass, mine);
   } else {
-    mine = core::select_threshold(part, thr, offset, idx_.data());
+    mine = sparsifiers::select_threshold(part, thr, offset, idx_.data());
   }
   stats.times.select += sw.lap();
   select_cpu_lap();
@@ -165,8 +166,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   if (exact) {
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
-    core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_, counts_,
-                             plan_scratch_, summed_bins_);
+    sparsifiers::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
+                                    counts_, plan_scratch_, summed_bins_);
     two_pass_next_ = next_two_pass(t, per_rank);
     mine = own_cut(part, offset, grid, two_pass);
   } else {
@@ -193,7 +194,7 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   allreduce_values(comm, cfg_.values, out);
   stats.times.allreduce += sw.lap();
 
-  if (cfg_.exdyna.balance == core::Balance::kExact) {
+  if (cfg_.exdyna.balance == sparsifiers::Balance::kExact) {
     std::fill(block_hits_.begin(), block_hits_.end(), 0u);
     parts_.layout().count_per_block(out.indices, block_hits_);
   }
@@ -201,8 +202,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.other += sw.lap();
 }
 
-core::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std::int64_t acc_size,
-                                      StepStats& stats) {
+sparsifiers::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std::int64_t acc_size,
+                                             StepStats& stats) {
   const int n = cfg_.world_size;
   EXDYNA_CHECK_ARG(comm.size() == n && comm.rank() == cfg_.rank, "exdyna was configured for rank ",
                    cfg_.rank, " of ", n, " but the communicator is rank ", comm.rank(), " of ",
@@ -215,22 +216,23 @@ core::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std::int64
   stats.k_target = k_;
   stats.target_density = cfg_.density;
   stats.alloc_per_worker.resize(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) stats.alloc_per_worker[i] = core::Partitions::allocation(t, i, n);
+  for (int i = 0; i < n; ++i)
+    stats.alloc_per_worker[i] = sparsifiers::Partitions::allocation(t, i, n);
   stats.blocks_per_partition.assign(parts_.blocks().begin(), parts_.blocks().end());
-  return parts_.range(core::Partitions::allocation(t, cfg_.rank, n));
+  return parts_.range(sparsifiers::Partitions::allocation(t, cfg_.rank, n));
 }
 
-void ExDyna::end_step(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+void ExDyna::end_step(const sparsifiers::LadderGrid& grid, std::size_t per_rank, bool cold,
                       std::int64_t gathered, StepStats& stats) {
   // Statistics, then Alg. 5 and Alg. 3 for the next step.
   const std::int64_t t = iteration_;
-  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
+  const bool exact = cfg_.exdyna.controller == sparsifiers::Controller::kExact;
   stats.k_per_worker.assign(counts_.begin(), counts_.end());
   stats.finish_counts();
   stats.k_unique = stats.k_total;  // exclusive partitions: no duplicates by construction
   plan_next_threshold(grid, per_rank, cold, stats);
   next_cut_ = exact && worker_cap_ > 0 ? predicted_cut(grid, per_rank, t) : PredictedCut{};
-  if (cfg_.exdyna.balance == core::Balance::kExact)
+  if (cfg_.exdyna.balance == sparsifiers::Balance::kExact)
     balance_exact(gathered);
   else
     parts_.adjust_paper(counts_, t);
@@ -239,22 +241,22 @@ void ExDyna::end_step(const core::LadderGrid& grid, std::size_t per_rank, bool c
 }
 
 // Alg. 5 (or the histogram/exact controller): the threshold, and the ladder's reach, of the next
-// step. grid: this step's ladder; cold: this step used core::cold_ladder.
-void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
-                                 StepStats& stats) {
-  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
+// step. grid: this step's ladder; cold: this step used sparsifiers::cold_ladder.
+void ExDyna::plan_next_threshold(const sparsifiers::LadderGrid& grid, std::size_t per_rank,
+                                 bool cold, StepStats& stats) {
+  const bool exact = cfg_.exdyna.controller == sparsifiers::Controller::kExact;
   if (cold) {
     // The next ladder, at the usual resolution, around where this cut fell, reaching its widest
     // below (the gradients grow under error feedback, so the next cut lies higher, if anything).
     // It also starts the trend, as a bracketed ladder would have, with a movement of half an
     // octave held, so the reach below shrinks to the steady quarter octave over a few iterations
-    // while the residual fills up; iteration 1's own movement then sets it. (Two octaves were held
-    // until issue 12's fifth round, from a time when 16 workers at d = 0.01 fell to 0.79 d in
-    // iteration 2 without; with the cap's reach (cold_cap_reach, cap_spread) and the widest reach
-    // in iteration 1 no source needs it: the density table of docs/exdyna-controller.md is the same
-    // row for row with none held at all. On the LSTM trace the two octaves held the reach at 3-4
-    // octaves for its first six iterations.)
-    threshold_ = core::cut_value(grid, summed_bins_, core::cut_ladder(summed_bins_, k_));
+    // while the residual fills up; iteration 1's own movement then sets it. (A wider movement
+    // held here is not needed: with the cap's reach (cold_cap_reach, cap_spread) and the widest
+    // reach in iteration 1, the density table of docs/exdyna-controller.md is the same row for row
+    // with none held at all, and on the LSTM trace two octaves held the reach at 3-4 octaves for
+    // the first six iterations.)
+    threshold_ =
+        sparsifiers::cut_value(grid, summed_bins_, sparsifiers::cut_ladder(summed_bins_, k_));
     stats.threshold = threshold_;
     hist_->set_trend(threshold_, 0.0, 0.5 * std::log(2.0));
     if (worker_cap_ > 0) cold_cap_reach(grid, per_rank);
@@ -273,43 +275,44 @@ void ExDyna::plan_next_threshold(const core::LadderGrid& grid, std::size_t per_r
       const bool binds = std::any_of(counts_.begin(), counts_.end(),
                                      [&](std::int64_t c) { return c >= worker_cap_; });
       hist_->cap_pressure(binds, short_of_k);
-      // Issue 12: the floor follows the spread the cuts needed (this grid's threshold sits at
+      // The floor follows the spread the cuts needed (this grid's threshold sits at
       // rung down()), instead of holding the widest reach for as long as the cap binds: on the
-      // CNN and LSTM traces it held 4 octaves while the cuts fell within half an octave, and
-      // every value in that reach was a candidate the selection wrote and counted.
+      // CNN and LSTM traces that would hold 4 octaves while the cuts fall within half an octave,
+      // and every value in that reach is a candidate the selection writes and counts.
       if (binds && !short_of_k)
         hist_->cap_spread(hist_->down() - deepest_cut_rung(grid.rungs, per_rank));
     }
     threshold_ = hist_->next_threshold(threshold_, k_, summed_bins_);
   } else {
-    threshold_ = core::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
-                                            cfg_.exdyna.gamma);
+    threshold_ = sparsifiers::paper_next_threshold(threshold_, k_, stats.k_total, cfg_.exdyna.beta,
+                                                   cfg_.exdyna.gamma);
   }
 }
 
 std::size_t ExDyna::ladder_pass(std::span<const float> part, std::uint32_t offset,
-                                const core::LadderGrid& grid, float thr, bool two_pass) {
+                                const sparsifiers::LadderGrid& grid, float thr, bool two_pass) {
   std::fill(bins_.begin(), bins_.end(), 0);
   words_ = false;
   // The exact controller collects from this worker's floor up (floor_rung): the grid from that
   // rung on, whose bins are bins_ from that rung on, so the ladder on the wire is unchanged.
-  const core::LadderGrid sub = from_floor(grid);
+  const sparsifiers::LadderGrid sub = from_floor(grid);
   std::int64_t* const bins = bins_.data() + floor_;
   if (two_pass)  // the count only; the candidates are collected after the plan (own_cut)
-    return core::count_ladder_candidates(
+    return sparsifiers::count_ladder_candidates(
         part, sub, bins, reinterpret_cast<std::uint8_t*>(abs_.data()), group_max_.data());
-  if (cfg_.exdyna.controller == core::Controller::kExact) {
+  if (cfg_.exdyna.controller == sparsifiers::Controller::kExact) {
     // One word per candidate where the kernel allows (own_cut expands only those it keeps).
-    words_ = core::ladder_words_fit(core::select_kernel_in_use(), part.size(), sub);
-    if (words_) return core::collect_ladder_words(part, sub, idx_.data(), word_subs(), bins);
-    return core::collect_ladder_candidates(part, offset, sub, idx_.data(), abs_.data(), bins);
+    words_ = sparsifiers::ladder_words_fit(sparsifiers::select_kernel_in_use(), part.size(), sub);
+    if (words_) return sparsifiers::collect_ladder_words(part, sub, idx_.data(), word_subs(), bins);
+    return sparsifiers::collect_ladder_candidates(part, offset, sub, idx_.data(), abs_.data(),
+                                                  bins);
   }
-  return core::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
-                                       abs_.data());
+  return sparsifiers::select_threshold_ladder(part, thr, offset, idx_.data(), grid, bins_.data(),
+                                              abs_.data());
 }
 
 std::size_t ExDyna::store_capped(std::span<const float> part, std::uint32_t offset,
-                                 const core::LadderGrid& grid, bool two_pass,
+                                 const sparsifiers::LadderGrid& grid, bool two_pass,
                                  std::size_t candidates) {
   // One pass stored every candidate from the floor; two passes none yet.
   stored_from_ = two_pass ? kNoneStored : floor_;
@@ -320,21 +323,21 @@ std::size_t ExDyna::store_capped(std::span<const float> part, std::uint32_t offs
     return stored;
   // The bin of its cap-th largest value (bins_ are empty below the floor, so it is at or above
   // it): the most it sends unless the cap yields.
-  const int from = core::own_cut(bins_, worker_cap_).first;
+  const int from = sparsifiers::own_cut(bins_, worker_cap_).first;
   stored_from_ = from;
   const int in_sub = from - floor_;  // the same rung in the grid from the floor
   if (two_pass)
-    return core::collect_from_rung(part, offset, from_floor(grid), in_sub, group_max_.data(),
-                                   idx_.data(), abs_.data());
-  return core::keep_words_from_bin(idx_.data(), word_subs(), candidates, in_sub);
+    return sparsifiers::collect_from_rung(part, offset, from_floor(grid), in_sub, group_max_.data(),
+                                          idx_.data(), abs_.data());
+  return sparsifiers::keep_words_from_bin(idx_.data(), word_subs(), candidates, in_sub);
 }
 
 std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
-                            const core::LadderGrid& grid, bool two_pass) {
-  const auto [cut, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+                            const sparsifiers::LadderGrid& grid, bool two_pass) {
+  const auto [cut, quota] = sparsifiers::own_cut(bins_, counts_[cfg_.rank]);
   // In the grid from this worker's floor up (its bins below the floor are empty, so the cut is
   // at or above it).
-  const core::LadderGrid sub = from_floor(grid);
+  const sparsifiers::LadderGrid sub = from_floor(grid);
   const int rung = std::max(cut - floor_, 0);
   std::size_t candidates = stored_;
   bool words = words_;
@@ -343,28 +346,30 @@ std::size_t ExDyna::own_cut(std::span<const float> part, std::uint32_t offset,
     // binding cap, or a cap that yielded (plan_worker_counts) and asks for more. Collected now
     // from this worker's own cut, the only ones take_cut keeps, as indices and values (two passes
     // skip the groups their count found below it).
-    candidates =
-        two_pass ? core::collect_from_rung(part, offset, sub, rung, group_max_.data(), idx_.data(),
-                                           abs_.data())
-                 : core::collect_at_least(part, offset, sub.value(rung), idx_.data(), abs_.data());
+    candidates = two_pass
+                     ? sparsifiers::collect_from_rung(part, offset, sub, rung, group_max_.data(),
+                                                      idx_.data(), abs_.data())
+                     : sparsifiers::collect_at_least(part, offset, sub.value(rung), idx_.data(),
+                                                     abs_.data());
     words = false;
   }
   const std::size_t mine =
-      words ? core::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung, quota)
-            : core::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
+      words ? sparsifiers::take_cut_words(offset, idx_.data(), word_subs(), candidates, sub, rung,
+                                          quota)
+            : sparsifiers::take_cut(idx_.data(), abs_.data(), candidates, sub, rung, quota);
   EXDYNA_CHECK(static_cast<std::int64_t>(mine) == counts_[cfg_.rank], "exdyna rank ", cfg_.rank,
                " kept ", mine, " values but the gathered ladders give it ", counts_[cfg_.rank]);
   return mine;
 }
 
-core::LadderGrid ExDyna::from_floor(const core::LadderGrid& grid) const {
-  core::LadderGrid sub = grid;
+sparsifiers::LadderGrid ExDyna::from_floor(const sparsifiers::LadderGrid& grid) const {
+  sparsifiers::LadderGrid sub = grid;
   sub.lo_key += static_cast<std::uint32_t>(floor_);
   sub.rungs -= floor_;
   return sub;
 }
 
-int ExDyna::floor_rung(const core::LadderGrid& grid) const {
+int ExDyna::floor_rung(const sparsifiers::LadderGrid& grid) const {
   // Under a worker cap the reach below the threshold follows the deepest worker's cut (the
   // cap's floor, HistogramController::cap_spread), but a capped worker cuts where its own
   // partition holds the cap, often octaves above that: on the LSTM trace at d = 0.01, 7 of 8
@@ -383,7 +388,8 @@ int ExDyna::floor_rung(const core::LadderGrid& grid) const {
   const int room = hist_->down() - movement;  // rungs held for the cap's spread only
   if (room <= 0) return 0;
   const auto key_of = [&](double v) {
-    return static_cast<std::int64_t>(core::ladder_key(static_cast<float>(v), grid.mant_bits)) -
+    return static_cast<std::int64_t>(
+               sparsifiers::ladder_key(static_cast<float>(v), grid.mant_bits)) -
            static_cast<std::int64_t>(grid.lo_key);
   };
   const std::int64_t cut = key_of(next_cut_.cut);
@@ -393,8 +399,8 @@ int ExDyna::floor_rung(const core::LadderGrid& grid) const {
   return static_cast<int>(std::clamp<std::int64_t>(rung, 0, std::min(room, grid.rungs - 2)));
 }
 
-ExDyna::PredictedCut ExDyna::predicted_cut(const core::LadderGrid& grid, std::size_t per_rank,
-                                           std::int64_t t) const {
+ExDyna::PredictedCut ExDyna::predicted_cut(const sparsifiers::LadderGrid& grid,
+                                           std::size_t per_rank, std::int64_t t) const {
   // The value of prev's own cut rung in this step's ladder predicts this worker's next one.
   const auto holder = next_partition_holder(t);
   if (!holder) return {};
@@ -414,7 +420,8 @@ std::optional<int> ExDyna::next_partition_holder(std::int64_t t) const {
   // this one (exact balance moves its edges a little).
   const int n = cfg_.world_size;
   const int prev = (cfg_.rank + 1) % n;
-  if (core::Partitions::allocation(t, prev, n) != core::Partitions::allocation(t + 1, cfg_.rank, n))
+  if (sparsifiers::Partitions::allocation(t, prev, n) !=
+      sparsifiers::Partitions::allocation(t + 1, cfg_.rank, n))
     return std::nullopt;
   return prev;
 }
@@ -424,7 +431,7 @@ bool ExDyna::next_two_pass(std::int64_t t, std::size_t per_rank) const {
   // counts, over its length, predict the share of candidates the next pass meets.
   const auto prev = next_partition_holder(t);
   if (!prev) return false;
-  const int next = core::Partitions::allocation(t + 1, cfg_.rank, cfg_.world_size);
+  const int next = sparsifiers::Partitions::allocation(t + 1, cfg_.rank, cfg_.world_size);
   const auto candidates = gather_all_[static_cast<std::size_t>(*prev) * per_rank];
   return static_cast<double>(candidates) >=
          kTwoPassShare * static_cast<double>(parts_.range(next).size());
@@ -449,16 +456,17 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
     comm.allgather_counts(gather_mine_, gather_all_);
     return;
   }
-  // Count and bins in one fixed slot per rank (core/ladder_wire.hpp), decoded into gather_all_'s
-  // layout (count, then R bins, per rank). A ladder too long for its slot loses its lowest rungs,
-  // and this rank then reads its own ladder as the others do, so every rank plans alike.
+  // Count and bins in one fixed slot per rank (sparsifiers/exdyna/ladder_wire.hpp), decoded into
+  // gather_all_'s layout (count, then R bins, per rank). A ladder too long for its slot loses its
+  // lowest rungs, and this rank then reads its own ladder as the others do, so every rank plans
+  // alike.
   const std::size_t per_rank = gather_mine_.size(), slot = wire_mine_.size();
-  slot_lowest_rung_ = core::encode_ladder(mine, bins_, wire_mine_);
+  slot_lowest_rung_ = sparsifiers::encode_ladder(mine, bins_, wire_mine_);
   comm.allgather_counts(wire_mine_, wire_all_);
   const auto all = std::span<std::int64_t>(gather_all_);
   for (std::size_t i = 0; i < static_cast<std::size_t>(cfg_.world_size); ++i)
-    core::decode_ladder(std::span<const std::int64_t>(wire_all_).subspan(i * slot, slot),
-                        all[i * per_rank], all.subspan(i * per_rank + 1, bins_.size()));
+    sparsifiers::decode_ladder(std::span<const std::int64_t>(wire_all_).subspan(i * slot, slot),
+                               all[i * per_rank], all.subspan(i * per_rank + 1, bins_.size()));
   const auto own = all.subspan(static_cast<std::size_t>(cfg_.rank) * per_rank + 1, bins_.size());
   std::copy(own.begin(), own.end(), bins_.begin());
   std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
@@ -467,17 +475,17 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
       summed_bins_[j] += all[i * per_rank + 1 + j];
 }
 
-core::LadderGrid ExDyna::cold_grid(float own_max_abs, comm::Communicator& comm) {
+sparsifiers::LadderGrid ExDyna::cold_grid(float own_max_abs, comm::Communicator& comm) {
   // Every rank's max as its bit pattern: the all-gather is of integers, and every rank takes the
   // same maximum, so every rank builds the same ladder.
   const std::int64_t mine = std::bit_cast<std::uint32_t>(own_max_abs);
   std::vector<std::int64_t> all(static_cast<std::size_t>(cfg_.world_size));
   comm.allgather_counts(std::span<const std::int64_t>(&mine, 1), all);
   const auto top = static_cast<std::uint32_t>(*std::max_element(all.begin(), all.end()));
-  return core::cold_ladder(std::bit_cast<float>(top), hist_->rungs());
+  return sparsifiers::cold_ladder(std::bit_cast<float>(top), hist_->rungs());
 }
 
-void ExDyna::cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank) {
+void ExDyna::cold_cap_reach(const sparsifiers::LadderGrid& grid, std::size_t per_rank) {
   // Under a binding cap the workers below it cut deeper than the global threshold: as deep as
   // the deepest worker cut in this (exact) iteration. The next ladders must reach that far below
   // the threshold from the start, or they run short until cap_pressure has widened them.
@@ -497,7 +505,7 @@ std::optional<int> ExDyna::gathered_cut(int w, int rungs, std::size_t per_rank,
   std::int64_t held = 0;
   for (const auto b : bins) held += b;
   if (held < count) return std::nullopt;  // it sent one index from an empty ladder
-  return core::own_cut(bins, count).first;
+  return sparsifiers::own_cut(bins, count).first;
 }
 
 int ExDyna::deepest_cut_rung(int rungs, std::size_t per_rank) const {
@@ -518,7 +526,8 @@ std::vector<std::byte> ExDyna::save_state() const {
   w.put(threshold_);
   w.put_list(parts_.blocks());
   w.put_list(std::span<const std::int64_t>(prev_counts_));
-  // Issue 5's options: the ladder's reach and the smoothed block load (empty when unused).
+  // The controller's and balance's state: the ladder's reach and the smoothed block load (empty
+  // when unused).
   w.put<std::int32_t>(hist_ ? hist_->down() : -1);
   w.put<double>(hist_ ? hist_->last_exact() : -1.0);
   w.put<double>(hist_ ? hist_->log_trend() : 0.0);
@@ -541,8 +550,8 @@ void ExDyna::load_state(std::span<const std::byte> state) {
     const auto c = r.get<std::int32_t>();
     const auto mine = static_cast<std::int32_t>(cfg_.exdyna.controller);
     EXDYNA_CHECK_T(DataError, c == mine, "exdyna state was saved with controller ",
-                   c >= 0 && c <= 2 ? core::to_string(static_cast<core::Controller>(c)) : "?",
-                   "; this sparsifier uses ", core::to_string(cfg_.exdyna.controller));
+                   c >= 0 && c <= 2 ? to_string(static_cast<Controller>(c)) : "?",
+                   "; this sparsifier uses ", sparsifiers::to_string(cfg_.exdyna.controller));
   }
   const auto n_g = r.get<std::int64_t>();
   EXDYNA_CHECK_T(DataError, n_g == cfg_.n_g, "exdyna state is for n_g = ", n_g, "; expected ",
@@ -562,7 +571,7 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   EXDYNA_CHECK_T(DataError, (down >= 0) == hist_.has_value(),
                  "exdyna state was saved with controller ",
                  down >= 0 ? "histogram or exact" : "paper", "; this sparsifier uses ",
-                 core::to_string(cfg_.exdyna.controller));
+                 sparsifiers::to_string(cfg_.exdyna.controller));
   auto load = r.get_list<double>();
   PredictedCut next_cut;
   if (version >= 4) {

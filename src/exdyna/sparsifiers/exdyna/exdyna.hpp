@@ -14,21 +14,22 @@
 // (no gradient build-up) and the gathered list has no duplicates; every rank holds the same
 // threshold and partitions after every step (they are functions of gathered data only).
 //
-// Beyond the paper (issue 5), each usable alone: ExDynaOptions::controller = kHistogram (the
+// Beyond the paper, each usable alone: ExDynaOptions::controller = kHistogram (the
 // next threshold from a ladder of counts gathered with k_i) or kExact (this iteration's selection
 // cut to exactly k from that ladder, with an optional per-worker cap), and
 // ExDynaOptions::balance = kExact (see docs/exdyna-controller.md). With both set to kPaper the
-// decisions are bit-for-bit those of Algorithms 1-5 with DESIGN.md's defaults.
+// decisions are bit-for-bit those of Algorithms 1-5 with the authors' defaults
+// (docs/architecture.md, "Where the paper is silent").
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "exdyna/core/partition.hpp"
 #include "exdyna/core/scratch_buffer.hpp"
-#include "exdyna/core/threshold.hpp"
 #include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
@@ -56,15 +57,16 @@ class ExDyna final : public Sparsifier {
 
   // State for the next step (identical on every rank).
   double threshold() const { return threshold_; }
-  const core::Partitions& partitions() const { return parts_; }
+  const sparsifiers::Partitions& partitions() const { return parts_; }
   std::int64_t iteration() const { return iteration_; }
   std::int64_t k() const { return k_; }
   // Histogram controller (null in paper mode) and exact balance's smoothed per-block counts
   // (empty in paper mode or before the first step).
-  const core::HistogramController* histogram() const { return hist_ ? &*hist_ : nullptr; }
+  const sparsifiers::HistogramController* histogram() const { return hist_ ? &*hist_ : nullptr; }
   std::span<const double> block_load() const { return block_load_; }
   // Ladder controllers: the lowest rung of this worker's ladder that its last count slot held
-  // (core/ladder_wire.hpp; 0: the whole ladder, also before the first step and in paper mode).
+  // (sparsifiers/exdyna/ladder_wire.hpp; 0: the whole ladder, also before the first step and in
+  // paper mode).
   int slot_lowest_rung() const { return slot_lowest_rung_; }
   // The exact controller: the rung of the last step's ladder from which this worker collected
   // its candidates (0: the whole ladder; floor_rung).
@@ -75,25 +77,25 @@ class ExDyna final : public Sparsifier {
   // Poisson noise (see docs/exdyna-controller.md for the measured choice).
   static constexpr double kBalanceWeight = 0.5;
   // Two passes pay when the candidates are at least this share of the partition (measured on the
-  // LSTM trace, docs/exdyna-controller.md "third round"): below, writing them costs less than
+  // LSTM trace, docs/exdyna-controller.md): below, writing them costs less than
   // reading the partition twice.
   static constexpr double kTwoPassShare = 0.15;
 
  private:
-  // The exact controller's first ladder (core::cold_ladder) from the global max |acc|: one extra
-  // all-gather of 8 bytes per rank, in iteration 0 only.
-  core::LadderGrid cold_grid(float own_max_abs, comm::Communicator& comm);
+  // The exact controller's first ladder (sparsifiers::cold_ladder) from the global max |acc|: one
+  // extra all-gather of 8 bytes per rank, in iteration 0 only.
+  sparsifiers::LadderGrid cold_grid(float own_max_abs, comm::Communicator& comm);
   // The start and end of a step, shared by step() and step_device(): the checks, this worker's
   // partition and the step's fixed statistics; then, once the values are exchanged, the
   // statistics of the counts, the next threshold (Alg. 5) and the next partitions (Alg. 3, or
   // exact balance from block_hits_, which the caller has counted).
-  core::ElementRange begin_step(const comm::Communicator& comm, std::int64_t acc_size,
-                                StepStats& stats);
-  void end_step(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+  sparsifiers::ElementRange begin_step(const comm::Communicator& comm, std::int64_t acc_size,
+                                       StepStats& stats);
+  void end_step(const sparsifiers::LadderGrid& grid, std::size_t per_rank, bool cold,
                 std::int64_t gathered, StepStats& stats);
   // After the cold iteration under a worker cap: the next ladders' reach below the threshold
   // covers the deepest worker's cut (per_rank: the count all-gather's entries per rank).
-  void cold_cap_reach(const core::LadderGrid& grid, std::size_t per_rank);
+  void cold_cap_reach(const sparsifiers::LadderGrid& grid, std::size_t per_rank);
   // The lowest rung any worker's own cut reached in this step's gathered ladders (workers whose
   // ladder holds fewer than their count are skipped: they took everything).
   int deepest_cut_rung(int rungs, std::size_t per_rank) const;
@@ -112,36 +114,37 @@ class ExDyna final : public Sparsifier {
   // the histogram controller's selection, the exact controller's candidates, or with two_pass
   // only their count and bins (and group_max_). Returns the count of selected or candidates.
   std::size_t ladder_pass(std::span<const float> part, std::uint32_t offset,
-                          const core::LadderGrid& grid, float thr, bool two_pass);
+                          const sparsifiers::LadderGrid& grid, float thr, bool two_pass);
   // The exact controller, before the counts all-gather, while the partition and the candidates
   // are in cache: under a binding cap a worker sends at most the cap unless the cap yields, so it
   // stores only the candidates from the bin of its cap-th largest value up (stored_from_): one
   // pass reduces its words to them, two passes collect them now instead of after the plan.
   // Returns how many are stored (two passes without a binding cap: none, kNoneStored).
   std::size_t store_capped(std::span<const float> part, std::uint32_t offset,
-                           const core::LadderGrid& grid, bool two_pass, std::size_t candidates);
+                           const sparsifiers::LadderGrid& grid, bool two_pass,
+                           std::size_t candidates);
   static constexpr int kNoneStored = 1 << 30;
   // The exact controller, after the plan (counts_): this worker's own cut of its stored_
   // candidates (with two_pass, collected first from its cut rung); returns the values kept,
   // counts_[rank].
   std::size_t own_cut(std::span<const float> part, std::uint32_t offset,
-                      const core::LadderGrid& grid, bool two_pass);
+                      const sparsifiers::LadderGrid& grid, bool two_pass);
   // The sub-bins of collect_ladder_words' candidates (abs_'s bytes: the words path stores no |x|).
   std::uint8_t* word_subs() { return reinterpret_cast<std::uint8_t*>(abs_.data()); }
   // The exact controller: whether the next step counts its candidates first and collects only
-  // those at or above its own cut after the plan (core::count_ladder_candidates), from this
+  // those at or above its own cut after the plan (sparsifiers::count_ladder_candidates), from this
   // step's gathered candidate counts. The decisions are the same either way; only the cost
   // differs.
   bool next_two_pass(std::int64_t t, std::size_t per_rank) const;
   // The worker that read, in step t, the partition this worker reads in step t + 1 (none if the
   // rotation does not hand it over).
   std::optional<int> next_partition_holder(std::int64_t t) const;
-  // The exact controller under a worker cap (issue 12): the rung of this step's grid from which
+  // The exact controller under a worker cap: the rung of this step's grid from which
   // this worker collects its candidates (0: the whole ladder), from next_cut_; the grid from
   // that rung on; and, at the end of a step, the value of the cut that the partition this worker
   // reads next needed in this step (0: none known).
-  int floor_rung(const core::LadderGrid& grid) const;  // the floor of the step under way
-  core::LadderGrid from_floor(const core::LadderGrid& grid) const;
+  int floor_rung(const sparsifiers::LadderGrid& grid) const;  // the floor of the step under way
+  sparsifiers::LadderGrid from_floor(const sparsifiers::LadderGrid& grid) const;
   // The values of the cut that the partition this worker reads next needed in this step, and of
   // the rung above which it held kCoverFactor times that count (0: not known).
   struct PredictedCut {
@@ -149,20 +152,20 @@ class ExDyna final : public Sparsifier {
     double cover = 0;
   };
   static constexpr std::int64_t kCoverFactor = 4;
-  PredictedCut predicted_cut(const core::LadderGrid& grid, std::size_t per_rank,
+  PredictedCut predicted_cut(const sparsifiers::LadderGrid& grid, std::size_t per_rank,
                              std::int64_t t) const;
   // Alg. 5 or the ladder controllers: the next step's threshold and reach (cold: this step used
   // the cold ladder; stats: this step's, counts finished).
-  void plan_next_threshold(const core::LadderGrid& grid, std::size_t per_rank, bool cold,
+  void plan_next_threshold(const sparsifiers::LadderGrid& grid, std::size_t per_rank, bool cold,
                            StepStats& stats);
 
   SparsifierConfig cfg_;
   std::int64_t k_;
-  core::Partitions parts_;
+  sparsifiers::Partitions parts_;
   double threshold_;
   std::int64_t iteration_ = 0;
   std::vector<std::int64_t> prev_counts_;  // k_i of the last step, in worker order
-  std::optional<core::HistogramController> hist_;
+  std::optional<sparsifiers::HistogramController> hist_;
   std::vector<double> block_load_;  // exact balance: smoothed selections per block
 
   // Per-step buffers, kept between steps so the steady state does not allocate.
@@ -171,7 +174,8 @@ class ExDyna final : public Sparsifier {
   core::ScratchBuffer<Index> idx_;
   std::vector<std::int64_t> gather_mine_;  // count and bins of this worker (1 + R, or 1)
   std::vector<std::int64_t> gather_all_;   // the same, of every worker, as decoded
-  std::vector<std::int64_t> wire_mine_;    // with a ladder: the slot sent (core/ladder_wire.hpp)
+  std::vector<std::int64_t>
+      wire_mine_;  // with a ladder: the slot sent (sparsifiers/exdyna/ladder_wire.hpp)
   std::vector<std::int64_t> wire_all_;     // and every rank's slot, gathered
   int slot_lowest_rung_ = 0;
   std::vector<std::int64_t> counts_;

@@ -7,27 +7,29 @@
 // has no place here: the device counts first and collects after the plan, always.
 #include <algorithm>
 
-#include "exdyna/core/ladder_cut.hpp"
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/device_step.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
 
 namespace exdyna::sparsifiers {
 
 bool ExDyna::runs_on_device() const {
-  return cfg_.exdyna.controller != core::Controller::kHistogram &&
+  return cfg_.exdyna.controller != sparsifiers::Controller::kHistogram &&
          cfg_.values == core::ValueFormat::kFp32;
 }
 
 void ExDyna::step_device(const float* acc, DeviceStep& device, comm::Communicator& comm,
                          StepStats& stats) {
-  EXDYNA_CHECK_ARG(runs_on_device(), "exdyna on the GPU runs the paper and exact controllers with "
-                   "float32 values; controller ", core::to_string(cfg_.exdyna.controller),
-                   " with values ", core::to_string(cfg_.values), " is not supported there");
+  EXDYNA_CHECK_ARG(runs_on_device(),
+                   "exdyna on the GPU runs the paper and exact controllers with "
+                   "float32 values; controller ",
+                   sparsifiers::to_string(cfg_.exdyna.controller), " with values ",
+                   core::to_string(cfg_.values), " is not supported there");
   const int n = cfg_.world_size;
   const std::int64_t t = iteration_;
   core::Stopwatch sw;
-  const core::ElementRange range = begin_step(comm, cfg_.n_g, stats);
+  const sparsifiers::ElementRange range = begin_step(comm, cfg_.n_g, stats);
   stats.times.other += sw.lap();
 
   // Alg. 4 on this worker's partition.
@@ -35,9 +37,9 @@ void ExDyna::step_device(const float* acc, DeviceStep& device, comm::Communicato
   const std::int64_t len = range.size();
   const auto offset = static_cast<std::uint32_t>(range.begin);
   stats.own_partition = len;
-  const bool exact = cfg_.exdyna.controller == core::Controller::kExact;
+  const bool exact = cfg_.exdyna.controller == sparsifiers::Controller::kExact;
   const bool cold = exact && t == 0;
-  core::LadderGrid grid;
+  sparsifiers::LadderGrid grid;
   std::int64_t mine;
   if (exact) {
     if (cold) {
@@ -63,9 +65,9 @@ void ExDyna::step_device(const float* acc, DeviceStep& device, comm::Communicato
   stats.times.allgather += sw.lap();
 
   if (exact) {
-    core::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_, counts_,
-                             plan_scratch_, summed_bins_);
-    const auto [cut, quota] = core::own_cut(bins_, counts_[cfg_.rank]);
+    sparsifiers::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
+                                    counts_, plan_scratch_, summed_bins_);
+    const auto [cut, quota] = sparsifiers::own_cut(bins_, counts_[cfg_.rank]);
     mine = device.take_cut(part, len, offset, from_floor(grid), std::max(cut - floor_, 0), quota);
     EXDYNA_CHECK(mine == counts_[cfg_.rank], "exdyna rank ", cfg_.rank, " kept ", mine,
                  " values on the device but the gathered ladders give it ", counts_[cfg_.rank]);
@@ -85,7 +87,7 @@ void ExDyna::step_device(const float* acc, DeviceStep& device, comm::Communicato
   device.allreduce_values(acc, comm);
   stats.times.allreduce += sw.lap();
 
-  if (cfg_.exdyna.balance == core::Balance::kExact) {
+  if (cfg_.exdyna.balance == sparsifiers::Balance::kExact) {
     std::fill(block_hits_.begin(), block_hits_.end(), 0u);
     device.count_per_block(parts_.layout(), block_hits_);
   }

@@ -1,4 +1,4 @@
-#include "exdyna/core/exdyna_options.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna_options.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,29 +8,29 @@
 #include "exdyna/core/enum_names.hpp"
 #include "exdyna/core/error.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 namespace {
-constexpr EnumNames<Controller, 3> kControllerNames{{{Controller::kPaper, "paper"},
-                                                     {Controller::kHistogram, "histogram"},
-                                                     {Controller::kExact, "exact"}}};
-constexpr EnumNames<Balance, 2> kBalanceNames{
+constexpr core::EnumNames<Controller, 3> kControllerNames{{{Controller::kPaper, "paper"},
+                                                           {Controller::kHistogram, "histogram"},
+                                                           {Controller::kExact, "exact"}}};
+constexpr core::EnumNames<Balance, 2> kBalanceNames{
     {{Balance::kPaper, "paper"}, {Balance::kExact, "exact"}}};
 }  // namespace
 
 const char* to_string(Controller c) {
-  return enum_to_string(kControllerNames, c);
+  return core::enum_to_string(kControllerNames, c);
 }
 const char* to_string(Balance b) {
-  return enum_to_string(kBalanceNames, b);
+  return core::enum_to_string(kBalanceNames, b);
 }
 
 Controller parse_controller(std::string_view s) {
-  return enum_parse(kControllerNames, "controller", s);
+  return core::enum_parse(kControllerNames, "controller", s);
 }
 
 Balance parse_balance(std::string_view s) {
-  return enum_parse(kBalanceNames, "balance", s);
+  return core::enum_parse(kBalanceNames, "balance", s);
 }
 
 void ExDynaOptions::validate(int world_size) const {
@@ -112,4 +112,4 @@ std::string worker_cap_text(double cap) {
   return os.str();
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -1,24 +1,25 @@
 // Options of the ExDyna algorithm (paper Algorithms 1-5). Defaults are the authors' choices listed
-// in DESIGN.md ("Where the paper is silent"). Validated at construction of the sparsifier.
+// in docs/architecture.md ("Where the paper is silent"). Validated at construction of the
+// sparsifier.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 // How the next threshold is chosen.
 enum class Controller {
   kPaper,      // Alg. 5: multiply by 1 + gamma, 1 + gamma/4 or 1 - gamma
-  kHistogram,  // issue 5: ladder of counts gathered with k_i, interpolate the threshold giving k
-  kExact,      // issue 5: the histogram's ladder, and this iteration's selection cut to exactly k
+  kHistogram,  // ladder of counts gathered with k_i, interpolate the threshold giving k
+  kExact,      // the histogram's ladder, and this iteration's selection cut to exactly k
                // from it (ladder_cut.hpp)
 };
 // How partitions are re-balanced between iterations.
 enum class Balance {
   kPaper,  // Alg. 3: move blk_move blocks between unbalanced neighbours
-  kExact,  // issue 5: equal shares of the previous iteration's selections per partition
+  kExact,  // equal shares of the previous iteration's selections per partition
 };
 const char* to_string(Controller c);
 const char* to_string(Balance b);
@@ -58,4 +59,4 @@ struct ExDynaOptions {
   std::string fingerprint() const;
 };
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

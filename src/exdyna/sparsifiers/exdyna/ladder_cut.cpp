@@ -1,4 +1,4 @@
-#include "exdyna/core/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #endif
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 LadderCut cut_ladder(std::span<const std::int64_t> summed, std::int64_t k) {
   EXDYNA_CHECK_ARG(!summed.empty(), "ladder cut of an empty ladder; expected at least one bin");
@@ -79,9 +79,9 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
   }
   // floor(need * have / total) exactly (64-bit products where they fit, else 128-bit), then one
   // more to the largest remainders (ties to the lower index) until the shares add up to need.
-  // Each floor and remainder is computed once: the round-by-round search used to redo two 128-bit
-  // divisions per worker and round, about 2 w^2 library calls, which at 16 workers cost as much
-  // as the whole selection pass of a small partition (issue 12).
+  // Each floor and remainder is computed once: a search one share at a time would redo two
+  // 128-bit divisions per worker and step, about 2 w^2 library calls, which at 16 workers cost as
+  // much as the whole selection pass of a small partition.
   constexpr std::size_t kStackWorkers = 64;
   std::array<std::int64_t, kStackWorkers> rem_stack{};
   std::vector<std::int64_t> rem_heap;
@@ -121,8 +121,8 @@ void apportion(std::int64_t need, std::span<const std::int64_t> have,
 namespace {
 
 // The sum of p[0, n), a worker's bins above the plan's start rung: 40-100 rungs each at 16
-// workers, half of the plan's time with the baseline build's two-wide adds (issue 12, eighth
-// round); eight at a time here.
+// workers, half of the plan's time with the baseline build's two-wide adds; eight at a time
+// here.
 #if defined(__SSE2__)
 // (GCC's reduction intrinsic builds on an "undefined" vector and then warns about it.)
 #pragma GCC diagnostic push
@@ -474,7 +474,7 @@ inline __mmask16 first_needed(__mmask16 at, std::int64_t& seen, std::int64_t nee
   return keep;
 }
 
-// The same 16 at a time (issue 12: take_cut's two scalar passes were about a third of the exact
+// The same 16 at a time (take_cut's two scalar passes would be about a third of the exact
 // controller's extra selection time). Below the top rung a value's key shifted by 8 bits less,
 // fine = bits >> (shift - 8), orders values by bin and then sub-bin, so "bin above r, or the
 // bin's sub-bin above last" is fine > (key(r) << 8 | last), and only fine == that (the last
@@ -530,9 +530,9 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i load_subs16(
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
 }
 
-// Issue 12, sixth round: the cut of collect_ladder_words' words from the words and their
-// sub-bins alone. Expanding the kept words to indices and |x| gathered from a partition that the
-// counts all-gather had let other work evict from the cache: on the LSTM trace (16 workers in one
+// The cut of collect_ladder_words' words from the words and their sub-bins alone. Expanding the
+// kept words to indices and |x| gathered from a partition that the counts all-gather has let
+// other work evict from the cache costs most of the cut: on the LSTM trace (16 workers in one
 // process, d = 0.01) 3.4 of own_cut's 4.3 us; in training, backward and data loading run there.
 // The same decisions as take_cut_scalar: a word of bin b >= rung is kept if b > rung, or b = rung
 // and its sub-bin above the last, or at the last and among the first last_need there in index
@@ -665,4 +665,4 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
   return take_cut_with(select_kernel_in_use(), idx, abs, count, grid, rung, quota);
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

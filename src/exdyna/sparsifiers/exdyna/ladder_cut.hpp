@@ -1,4 +1,4 @@
-// Issue 5's exact controller (ExDynaOptions::controller = kExact): the selection of one iteration
+// The exact controller (ExDynaOptions::controller = kExact): the selection of one iteration
 // that holds exactly k values, read off the ladders every worker gathered with its count.
 //
 // The histogram controller (threshold.hpp) uses the summed ladder to place the NEXT threshold, so
@@ -25,9 +25,9 @@
 #include <span>
 #include <utility>
 
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 struct LadderCut {
   int rung = 0;            // the bin taken in part; bins above it are taken whole
@@ -85,8 +85,8 @@ std::size_t take_cut(std::uint32_t* idx, float* abs, std::size_t count, const La
 // top rung; the others, and the top rung, one at a time): the same result on every kernel.
 std::size_t take_cut_with(SelectKernel k, std::uint32_t* idx, float* abs, std::size_t count,
                           const LadderGrid& grid, int rung, std::int64_t quota);
-// The same cut of the words and sub-bins of collect_ladder_words (issue 12, fourth and sixth
-// rounds; same grid, offset as the indices take), into indices in words, in place: the same
+// The same cut of the words and sub-bins of collect_ladder_words (same grid, offset as the
+// indices take), into indices in words, in place: the same
 // indices, in the same order, as take_cut on collect_ladder_candidates' output; returns how many.
 // The partition is not read again.
 std::size_t take_cut_words(std::uint32_t offset, std::uint32_t* words, const std::uint8_t* subs,
@@ -96,11 +96,11 @@ std::size_t take_cut_words(std::uint32_t offset, std::uint32_t* words, const std
 // lies below `bin`; returns how many are left. take_cut_words at any rung >= bin then gives the
 // same indices as on all the words: a worker under a cap compacts its words to the bin of its
 // cap-th largest value before the counts all-gather, while they are in cache, since it never
-// sends more than the cap unless the cap yields (issue 12, seventh round).
+// sends more than the cap unless the cap yields.
 std::size_t keep_words_from_bin(std::uint32_t* words, std::uint8_t* subs, std::size_t count,
                                 int bin);
 
-// Issue 12, exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
+// Exact from iteration 0: the first threshold (1 / (2 sqrt k)) may lie orders of
 // magnitude from the k-th largest |acc| (a word-level LSTM's first gradients: 10^3..10^6 below),
 // and a ladder placed around it holds k only after a few iterations. The first iteration's ladder
 // is instead one rung per octave from the global max |acc| down `rungs` - 1 octaves (past the
@@ -114,4 +114,4 @@ LadderGrid cold_ladder(float max_abs, int rungs);
 double cut_value(const LadderGrid& grid, std::span<const std::int64_t> summed,
                  const LadderCut& cut);
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

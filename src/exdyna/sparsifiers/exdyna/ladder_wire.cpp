@@ -1,11 +1,11 @@
-#include "exdyna/core/ladder_wire.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
 
 #include <algorithm>
 #include <limits>
 
 #include "exdyna/core/error.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 namespace {
 
@@ -155,4 +155,4 @@ void decode_ladder(std::span<const std::int64_t> slot, std::int64_t& count,
   }
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -1,11 +1,11 @@
-#include "exdyna/core/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "exdyna/core/error.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 BlockLayout make_block_layout(std::int64_t n_g, int world_size, std::int64_t n_blocks_requested) {
   EXDYNA_CHECK_ARG(world_size >= 1, "world size ", world_size, " is not valid; expected >= 1");
@@ -215,4 +215,4 @@ void Partitions::set_blocks(std::span<const std::int64_t> blk_part) {
   recompute_positions();
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -3,11 +3,14 @@
 // (n_b = 1024 by default), else straight into device counters.
 #include <cuda_runtime.h>
 
-#include "exdyna/core/device_kernels.hpp"
-#include "exdyna/core/device_rules.hpp"
+#include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/device_rules.hpp"
 #include "exdyna/core/device_workspace.cuh"
 
-namespace exdyna::core::device {
+namespace exdyna::sparsifiers::device {
+
+// The workspace and its helpers (core/device_workspace.cuh).
+using namespace core::device;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
@@ -75,4 +78,4 @@ void count_per_block(Workspace& ws, const std::uint32_t* d_idx, std::int64_t m,
   for (std::size_t b = 0; b < nb; ++b) h_hits[b] += h[b];
 }
 
-}  // namespace exdyna::core::device
+}  // namespace exdyna::sparsifiers::device

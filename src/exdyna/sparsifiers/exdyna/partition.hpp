@@ -1,5 +1,5 @@
 // Block-based gradient vector partitioning (paper Alg. 2) and dynamic partition allocation
-// (paper Alg. 3), plus the "exact balance" re-partitioning of issue 5.
+// (paper Alg. 3), plus the "exact balance" re-partitioning (ExDynaOptions::balance = kExact).
 //
 // The gradient vector [0, n_g) is cut into n_b blocks of sz_blk elements (sz_blk a multiple of 32
 // so that every block starts on a 128-byte boundary); the remainder n_g - n_b * sz_blk belongs to
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 // The block grid: how many blocks, how large, and why (the fallback for small n_g).
 struct BlockLayout {
@@ -48,9 +48,10 @@ struct BlockLayout {
   void count_per_block(std::span<const std::uint32_t> indices, std::span<std::uint32_t> hits) const;
 };
 
-// DESIGN.md's rule: sz_blk = floor(n_g / n_b) rounded down to a multiple of 32. When that is 0
-// (n_g < 32 n_b): n_b = max(n, floor(n_g / 32)); when blocks would still be under 32 elements,
-// n_b = n blocks of floor(n_g / n). Throws InvalidArgument for n_g < n, n_b < n or n < 1.
+// The authors' rule (docs/architecture.md): sz_blk = floor(n_g / n_b) rounded down to a multiple
+// of 32. When that is 0 (n_g < 32 n_b): n_b = max(n, floor(n_g / 32)); when blocks would still be
+// under 32 elements, n_b = n blocks of floor(n_g / n). Throws InvalidArgument for n_g < n, n_b < n
+// or n < 1.
 BlockLayout make_block_layout(std::int64_t n_g, int world_size, std::int64_t n_blocks_requested);
 
 struct ElementRange {
@@ -92,7 +93,7 @@ class Partitions {
   // Returns the number of pairs that moved blocks.
   int adjust_paper(std::span<const std::int64_t> counts_by_worker, std::int64_t t_prev);
 
-  // Issue 5's exact balance: new boundaries such that every partition holds as close to an equal
+  // The exact balance: new boundaries such that every partition holds as close to an equal
   // share of sum(block_weights) as block granularity and min_blk allow; block_weights has n_b
   // entries. Deterministic (same input, same output on every rank); O(n_b + n).
   void balance_exact(std::span<const double> block_weights);
@@ -113,4 +114,4 @@ class Partitions {
   std::vector<std::int64_t> scratch_;  // Alg. 3's temp, kept to avoid per-step allocation
 };
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

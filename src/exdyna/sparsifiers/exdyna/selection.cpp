@@ -1,4 +1,4 @@
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #endif
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 std::size_t select_threshold_scalar(std::span<const float> part, float threshold,
                                     std::uint32_t offset, std::uint32_t* out) {
@@ -208,13 +208,13 @@ std::size_t run_kernel(SelectKernel k, const float* p, std::size_t n, float thre
 
 }  // namespace
 
-constexpr EnumNames<SelectKernel, 4> kSelectKernelNames{{{SelectKernel::kScalar, "scalar"},
-                                                         {SelectKernel::kSse2, "sse2"},
-                                                         {SelectKernel::kAvx2, "avx2"},
-                                                         {SelectKernel::kAvx512, "avx512"}}};
+constexpr core::EnumNames<SelectKernel, 4> kSelectKernelNames{{{SelectKernel::kScalar, "scalar"},
+                                                               {SelectKernel::kSse2, "sse2"},
+                                                               {SelectKernel::kAvx2, "avx2"},
+                                                               {SelectKernel::kAvx512, "avx512"}}};
 
 const char* to_string(SelectKernel k) {
-  return enum_to_string(kSelectKernelNames, k);
+  return core::enum_to_string(kSelectKernelNames, k);
 }
 
 bool select_kernel_available(SelectKernel k) {
@@ -380,25 +380,24 @@ __attribute__((target("avx512f"))) std::size_t collect_avx512(const float* p, st
   return collect_tail(p, i, n, lo_value, offset, idx_out, abs_out, c);
 }
 
-// Issue 12, fourth round: the exact controller's one-pass collection with one store per 16
+// The exact controller's one-pass collection with one store per 16
 // values instead of two. Each candidate is written as one word, its position in the partition
 // shifted left by 8 bits, its bin (clamped to the top rung, R <= 256) in the low byte
 // (kMaxWordPart bounds the position). The bins are then counted from the words' low bytes (no
 // shift, subtract or clamp), and the words expanded to indices and |x| (expand_words_avx512) only
 // as far as needed: all of them for collect_ladder_candidates, those at or above a worker's cut
 // for take_cut_words. In the in-cache benchmark (d = 0.01: 3 of 4 groups of 64 hold a candidate)
-// this took 10-20 % off the pass, not half: the stores were not what bounds it
-// (docs/exdyna-controller.md, "fourth round").
+// this takes 10-20 % off the pass, not half: the stores are not what bounds it.
 constexpr std::size_t kMaxWordPart = std::size_t{1} << 24;
 
-// Issue 12, fifth round: the pass itself does no bin arithmetic. Each candidate is first stored as
+// The pass itself does no bin arithmetic. Each candidate is first stored as
 // the bits of |x| with the low bits replaced by its position in its block (one ternary-logic op
 // per vector, against a shift, a subtract, a clamp and an or). The compacted words (a few % of the
 // values) are then turned into the words above, position << 8 | bin, in a tight loop per block,
 // and each one's sub-bin (the 8 bits of |x| below its bin, take_cut's sub-bins) written beside
-// it. Seventh round: blocks of 2^b values with b = min(12, 15 - m), so the word keeps every bit
-// from the sub-bin's lowest (bit 15 - m) up and the sub-bin comes from the word itself; the sixth
-// round's blocks of 4,096 kept bits 12 and up and gathered each sub-bin from the partition.
+// it. Blocks of 2^b values with b = min(12, 15 - m), so the word keeps every bit from the
+// sub-bin's lowest (bit 15 - m) up and the sub-bin comes from the word itself, with no gather
+// from the partition.
 inline int word_position_bits(const LadderGrid& grid) {
   return std::min(12, 15 - grid.mant_bits);
 }
@@ -979,4 +978,4 @@ std::size_t select_threshold_ladder(std::span<const float> part, float threshold
                                       bins, abs_scratch);
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

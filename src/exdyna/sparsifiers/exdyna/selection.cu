@@ -1,6 +1,6 @@
 // device_kernels.hpp: the selection passes of selection.cpp and ladder_cut.cpp on the device:
 // select_threshold, the ladder's count pass (ladder_count) and the exact controller's own cut
-// (take_cut). The per-element decisions are core/device_rules.hpp's, shared with the CPU tests.
+// (take_cut). The per-element decisions are device_rules.hpp's, shared with the CPU tests.
 //
 // Ordered compaction (select_threshold, take_cut), in three kernels and one read of the values:
 //   1. compact_tiles: one block per tile of 4,096 values (4 rounds of 1,024: thread t reads values
@@ -28,11 +28,14 @@
 #include <cub/block/block_scan.cuh>
 #include <limits>
 
-#include "exdyna/core/device_kernels.hpp"
-#include "exdyna/core/device_rules.hpp"
+#include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/device_rules.hpp"
 #include "exdyna/core/device_workspace.cuh"
 
-namespace exdyna::core::device {
+namespace exdyna::sparsifiers::device {
+
+// The workspace and its helpers (core/device_workspace.cuh).
+using namespace core::device;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
@@ -410,4 +413,4 @@ std::int64_t take_cut(Workspace& ws, const float* d_part, std::int64_t n, std::u
                        sc.last_need, offset, d_out);
 }
 
-}  // namespace exdyna::core::device
+}  // namespace exdyna::sparsifiers::device

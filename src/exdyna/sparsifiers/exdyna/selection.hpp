@@ -9,7 +9,7 @@
 #include <limits>
 #include <span>
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 // A threshold estimated in double, as select_threshold compares it: in float, and never 0 (which
 // would select exact zeros): the smallest positive float instead.
@@ -39,7 +39,7 @@ SelectKernel select_kernel_in_use();
 std::size_t select_threshold_with(SelectKernel k, std::span<const float> part, float threshold,
                                   std::uint32_t offset, std::uint32_t* out);
 
-// ---- The histogram ladder of issue 5 (ExDynaOptions::controller = kHistogram) ----
+// ---- The histogram ladder (ExDynaOptions::controller = kHistogram and kExact) ----
 //
 // Rungs sit on a grid of exactly representable floats: key(v) = bits(v) >> (23 - m) keeps the
 // exponent and the top m mantissa bits, so rung values are 2^(1/2^m) apart (m = 2: 4 rungs per
@@ -66,10 +66,9 @@ float ladder_value(std::uint32_t key, int mant_bits);
 // tight loop over the compacted values. Counting while streaming took a data-dependent inner
 // loop per group of 16 whose trip count the branch predictor cannot learn (about 11% of the
 // values lie above rung 0 at d = 0.01 on 8 workers): 6x the plain selection pass at 25M.
-// The AVX-512 kernel (ladders of at most 256 rungs, parts of at most 2^24 values; issue 12,
-// fourth round) stores one word per candidate in the streaming pass, its position and bin, counts
-// the bins from the words and then expands them to the indices and values: one vector store per
-// 16 values instead of two.
+// The AVX-512 kernel (ladders of at most 256 rungs, parts of at most 2^24 values) stores one word
+// per candidate in the streaming pass, its position and bin, counts the bins from the words and
+// then expands them to the indices and values: one vector store per 16 values instead of two.
 std::size_t collect_ladder_candidates(std::span<const float> part, std::uint32_t offset,
                                       const LadderGrid& grid, std::uint32_t* idx_out,
                                       float* abs_out, std::int64_t* bins);
@@ -79,12 +78,12 @@ std::size_t collect_ladder_candidates_with(SelectKernel k, std::span<const float
                                            std::uint32_t* idx_out, float* abs_out,
                                            std::int64_t* bins);
 
-// Issue 12, fourth round: the exact controller's one-pass collection as words, which it cuts
+// The exact controller's one-pass collection as words, which it cuts
 // after the plan (take_cut_words in ladder_cut.hpp): word = position in part << 8 | bin (clamped
 // to the top rung), in increasing position, the bins added to bins. Expanding every candidate to
 // an index and a value and compacting them again in take_cut cost a store, a gather and a
 // compaction per candidate, of which the cut keeps about half (d = 0.01, the steady quarter octave
-// of reach) to a tenth. subs (sixth round): each word's sub-bin, the 8 bits of |x| below its bin
+// of reach) to a tenth. subs: each word's sub-bin, the 8 bits of |x| below its bin
 // (as take_cut resolves its cut bin), so that the cut never reads the partition again. Only where
 // ladder_words_fit: the AVX-512 kernel (on this CPU), at most 256 rungs of at most 7 mantissa bits
 // and 2^24 values. words, subs: room for part.size() entries.
@@ -92,17 +91,16 @@ bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& g
 std::size_t collect_ladder_words(std::span<const float> part, const LadderGrid& grid,
                                  std::uint32_t* words, std::uint8_t* subs, std::int64_t* bins);
 
-// Issue 12, the exact controller's two-pass collection (docs/exdyna-controller.md, "third
-// round"): on real gradients a worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000
-// candidates for k_i = 1,083), and writing all of them cost more than the plain pass. The first
-// pass only counts: the same count and the same bins as collect_ladder_candidates (added to bins,
-// not cleared), no index or value written. byte_scratch: room for part.size() bytes, overwritten
-// (the AVX-512 kernel compresses each candidate's bin into one byte there and counts the bytes
-// afterwards; ladders of more than 256 rungs take the portable path).
-// group_max (optional, part.size() / 64 bytes): for each whole group of 64 values, a byte above
-// min(r, 254) whenever the group holds a candidate of bin r or above (0: no candidate), which
-// lets collect_from_rung skip the groups below a worker's cut; kernels that do not compute it
-// write 255 (read every group).
+// The exact controller's two-pass collection (docs/exdyna-controller.md): on real gradients a
+// worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000 candidates for k_i = 1,083), and
+// writing all of them cost more than the plain pass. The first pass only counts: the same count and
+// the same bins as collect_ladder_candidates (added to bins, not cleared), no index or value
+// written. byte_scratch: room for part.size() bytes, overwritten (the AVX-512 kernel compresses
+// each candidate's bin into one byte there and counts the bytes afterwards; ladders of more than
+// 256 rungs take the portable path). group_max (optional, part.size() / 64 bytes): for each whole
+// group of 64 values, a byte above min(r, 254) whenever the group holds a candidate of bin r or
+// above (0: no candidate), which lets collect_from_rung skip the groups below a worker's cut;
+// kernels that do not compute it write 255 (read every group).
 std::size_t count_ladder_candidates(std::span<const float> part, const LadderGrid& grid,
                                     std::int64_t* bins, std::uint8_t* byte_scratch,
                                     std::uint8_t* group_max = nullptr);
@@ -137,7 +135,7 @@ std::size_t collect_from_rung_with(SelectKernel k, std::span<const float> part,
 std::size_t keep_at_least(std::uint32_t* idx, const float* abs, std::size_t count, float threshold);
 
 // The same, compacting abs alongside idx (both in place, in order): what take_cut runs first, so
-// that its sub-bin passes see only the candidates at or above the cut's bin (issue 12: on real
+// that its sub-bin passes see only the candidates at or above the cut's bin (on real
 // gradients the ladder's candidates were 10-100x a worker's k_i, and take_cut's two passes over
 // all of them cost more than the selection pass itself). Vector kernels as in
 // collect_ladder_candidates; entries past the returned count hold scratch.
@@ -160,4 +158,4 @@ std::size_t select_threshold_ladder_scalar(std::span<const float> part, float th
                                            std::uint32_t offset, std::uint32_t* out,
                                            const LadderGrid& grid, std::int64_t* bins);
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

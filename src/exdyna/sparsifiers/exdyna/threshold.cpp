@@ -1,11 +1,11 @@
-#include "exdyna/core/threshold.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "exdyna/core/error.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
 double initial_threshold(std::int64_t k) {
   EXDYNA_CHECK_ARG(k >= 1, "k ", k, " is not valid for the first threshold; expected k >= 1");
@@ -180,4 +180,4 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
   return g.value(0);
 }
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -7,11 +7,12 @@
 #include <cstdint>
 #include <span>
 
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
-namespace exdyna::core {
+namespace exdyna::sparsifiers {
 
-// DESIGN.md: the first threshold is 1 / (2 sqrt(k)). Throws InvalidArgument for k < 1.
+// The authors' choice (docs/architecture.md): the first threshold is 1 / (2 sqrt(k)). Throws
+// InvalidArgument for k < 1.
 double initial_threshold(std::int64_t k);
 
 // Alg. 5 lines 1-7: exam = k'/k; 1 + gamma if exam > beta, 1 + gamma/4 if exam > 1/beta, else
@@ -24,7 +25,7 @@ inline double paper_next_threshold(double threshold, std::int64_t k, std::int64_
   return threshold * paper_scale_factor(k, k_actual, beta, gamma);
 }
 
-// Issue 5's histogram controller. Every worker counts, in its selection pass, how many |acc| of
+// The histogram controller. Every worker counts, in its selection pass, how many |acc| of
 // its partition lie above each rung of a geometric ladder placed around the current threshold
 // (select_threshold_ladder); the bins ride along with the count all-gather. Partitions are
 // exclusive, so the summed bins are the exact global count at every rung, and the next threshold
@@ -101,4 +102,4 @@ class HistogramController {
   double vol_ = 0;  // peak-hold of recent |log ratio|, sets the reach below (next_threshold)
 };
 
-}  // namespace exdyna::core
+}  // namespace exdyna::sparsifiers

@@ -1,7 +1,8 @@
-// The per-element rules of the CUDA kernels (core/device_rules.hpp), on the CPU, against the CPU
-// code they mirror: select_threshold, ladder_key and count_ladder_candidates' bins, take_cut's cut
-// (every selection kernel this CPU runs), and BlockLayout::block_of. The last tests replay the
-// kernels' tile compaction (core/selection.cu: tiles of 4,096, per-tile counts, the ranked class
+// The per-element rules of the CUDA kernels (core/device_rules.hpp and
+// sparsifiers/exdyna/device_rules.hpp), on the CPU, against the CPU code they mirror:
+// select_threshold, ladder_key and count_ladder_candidates' bins, take_cut's cut (every selection
+// kernel this CPU runs), and BlockLayout::block_of. The last tests replay the kernels' tile
+// compaction (sparsifiers/exdyna/selection.cu: tiles of 4,096, per-tile counts, the ranked class
 // split by q_t = clamp(need - ranked before, 0, ranked in tile)) on the host from the same rules,
 // so the bookkeeping of the device cut is checked here too; the kernels themselves run only on a
 // GPU (exdyna_cuda_check).
@@ -15,13 +16,13 @@
 #include <tuple>
 #include <vector>
 
-#include "exdyna/core/device_rules.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/partition.hpp"
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/device_rules.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 using namespace exdyna;
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 

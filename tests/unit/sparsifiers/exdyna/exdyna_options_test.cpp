@@ -1,5 +1,5 @@
-// Issue 5's options of the exdyna sparsifier: the histogram controller (ladder kernel, exact
-// threshold from the summed ladder) and exact balance (equal shares of the gathered indices).
+// The options of the exdyna sparsifier beyond the paper: the histogram controller (ladder kernel,
+// exact threshold from the summed ladder) and exact balance (equal shares of the gathered indices).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,12 +13,13 @@
 #include <random>
 
 #include "exdyna/comm/local_group.hpp"
-#include "exdyna/core/selection.hpp"
-#include "exdyna/core/threshold.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 
 using namespace exdyna;
 using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 using namespace exdyna::sparsifiers;
 
 TEST(Ladder, GridValuesAreExactAndKeysOrderLikeValues) {
@@ -229,7 +230,7 @@ TEST(HistogramController, ReachBelowFollowsTheMovement) {
   EXPECT_THROW(h.set_trend(1.0, 0.0, -1.0), InvalidArgument);
 }
 
-// Issue 12: under a binding cap the reach's floor follows how far below the threshold the
+// Under a binding cap the reach's floor follows how far below the threshold the
 // deepest worker's cut fell (plus half an octave), up at once and down halfway per iteration,
 // instead of holding its widest for as long as the cap binds.
 TEST(HistogramController, CapFloorFollowsTheCutsSpread) {
@@ -474,7 +475,7 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
   EXPECT_THROW(o.validate(8), InvalidArgument);  // a cap needs the exact controller
 }
 
-// A cap that would leave k out of reach yields (issue 12, LSTM trace at d = 0.01: exact balance
+// A cap that would leave k out of reach yields (on the LSTM trace at d = 0.01, exact balance
 // gave one worker a partition of absent words' exact zeros, the other 7 stopped at the cap, 0.951 d
 // was sent): the last quarter of the vector is zero, so under the auto cap (~1.07 k/n) the three
 // other workers could give ~0.8 k. The plan lifts the cap just enough: k from iteration 0, and no
@@ -598,7 +599,7 @@ TEST(WorkerCap, AWorkerLeftEmptyDoesNotHoldTheReachAtItsWidest) {
   });
 }
 
-// Issue 12: under a binding cap the ladder reaches as deep as the deepest worker's cut, but a
+// Under a binding cap the ladder reaches as deep as the deepest worker's cut, but a
 // capped worker cuts where its own partition holds the cap, far above it. Each worker collects
 // from a floor below the cut its partition needed in the last step (ExDyna::floor_rung), so the
 // hot region's workers store a fraction of the reach's candidates; the total stays exactly k, no
@@ -676,7 +677,7 @@ TEST(WorkerCap, AVersion3StateLoadsAndABadPredictedCutIsRejected) {
   });
 }
 
-// Issue 12: the exact controller holds exactly k from iteration 0 even when the first threshold
+// The exact controller holds exactly k from iteration 0 even when the first threshold
 // (1.5 here) lies orders of magnitude above every value (a word-level LSTM's first gradients sit
 // 10^3..10^6 below 1 / (2 sqrt k)), with and without a worker cap, and the ladders that follow
 // keep it through a x10 step.
@@ -703,7 +704,7 @@ TEST(ExactController, ExactFromIterationZeroOnValuesFarBelowTheFirstThreshold) {
   }
 }
 
-// Issue 12: the ladders ride in a fixed slot of the count all-gather (core/ladder_wire.hpp), and a
+// The ladders ride in a fixed slot of the count all-gather (ladder_wire.hpp), and a
 // ladder too long for it loses its lowest rungs. Values spread evenly in log over the 4 octaves
 // below the maximum fill every rung the wide reach of iteration 1 spans with thousands of values
 // (3 bytes each, more than the slot holds); every rank still computes the same plan from the

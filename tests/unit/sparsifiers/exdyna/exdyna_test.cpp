@@ -8,10 +8,10 @@
 #include <set>
 
 #include "exdyna/comm/local_group.hpp"
-#include "exdyna/core/partition.hpp"
-#include "exdyna/core/threshold.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
-#include "exdyna/sparsifiers/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 
 using namespace exdyna;
@@ -38,11 +38,12 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d = 0.05) {
 }
 
 // Element ranges of the partitions described by blocks_per_partition.
-std::vector<core::ElementRange> ranges_from(const StepStats& s, const core::BlockLayout& l) {
-  std::vector<core::ElementRange> out;
+std::vector<sparsifiers::ElementRange> ranges_from(const StepStats& s,
+                                                   const sparsifiers::BlockLayout& l) {
+  std::vector<sparsifiers::ElementRange> out;
   std::int64_t pos = 0;
   for (std::size_t j = 0; j < s.blocks_per_partition.size(); ++j) {
-    core::ElementRange r;
+    sparsifiers::ElementRange r;
     r.begin = pos * l.block_size;
     pos += s.blocks_per_partition[j];
     r.end = j + 1 == s.blocks_per_partition.size() ? l.n_g : pos * l.block_size;
@@ -90,7 +91,7 @@ TEST_P(ExDynaGroup, ExclusiveSelectionAndErrorFeedbackInvariant) {
         std::set<Index> seen;
         std::size_t p = 0;
         for (int q = 0; q < n; ++q) {
-          EXPECT_EQ(stats.alloc_per_worker[q], core::Partitions::allocation(t, q, n));
+          EXPECT_EQ(stats.alloc_per_worker[q], sparsifiers::Partitions::allocation(t, q, n));
           const auto rg = ranges[stats.alloc_per_worker[q]];
           for (std::int64_t j = 0; j < stats.k_per_worker[q]; ++j, ++p) {
             const Index idx = res.indices[p];
@@ -125,7 +126,7 @@ TEST_P(ExDynaGroup, ExclusiveSelectionAndErrorFeedbackInvariant) {
         }
         // Alg. 5 from k'.
         EXPECT_EQ(ex.threshold(),
-                  core::paper_next_threshold(thr_before, ex.k(), stats.k_total, 1.1, 0.005));
+                  sparsifiers::paper_next_threshold(thr_before, ex.k(), stats.k_total, 1.1, 0.005));
         c.barrier();  // nobody overwrites acc_of before everyone checked
       }
     });
@@ -146,7 +147,7 @@ TEST(ExDyna, PartitionsFollowAlg3OnEveryRank) {
     const int r = c.rank();
     ExDyna ex(config(n_g, n, r, 0.01));
     // A model of the partitions, driven by the gathered counts only.
-    core::Partitions model(core::make_block_layout(n_g, n, 1024), n);
+    sparsifiers::Partitions model(sparsifiers::make_block_layout(n_g, n, 1024), n);
     std::vector<float> acc(static_cast<std::size_t>(n_g));
     SparseResult out;
     for (std::int64_t t = 0; t < 40; ++t) {
@@ -201,11 +202,11 @@ TEST(ExDyna, EmptyPartitionsSendOneIndexAndDoNotHang) {
         SparseResult out;
         for (std::int64_t t = 0; t < 7; ++t) {
           // From t = 3 on, only rank 0's partition holds values above the threshold.
-          const auto mine = ex.partitions().range(core::Partitions::allocation(t, r, n));
+          const auto mine = ex.partitions().range(sparsifiers::Partitions::allocation(t, r, n));
           std::fill(acc.begin(), acc.end(), 0.0f);
           if (t >= 3 && r == 0) acc[mine.begin + 1] = 100.0f;
           const auto ranges = [&] {
-            std::vector<core::ElementRange> v;
+            std::vector<sparsifiers::ElementRange> v;
             for (int j = 0; j < n; ++j) v.push_back(ex.partitions().range(j));
             return v;
           }();
@@ -214,7 +215,7 @@ TEST(ExDyna, EmptyPartitionsSendOneIndexAndDoNotHang) {
           ASSERT_EQ(static_cast<int>(out.indices.size()), n);
           for (int q = 0; q < n; ++q) {
             EXPECT_EQ(s.k_per_worker[q], 1);
-            const auto rg = ranges[core::Partitions::allocation(t, q, n)];
+            const auto rg = ranges[sparsifiers::Partitions::allocation(t, q, n)];
             const Index expect = (t >= 3 && q == 0) ? static_cast<Index>(rg.begin + 1)
                                                     : static_cast<Index>(rg.begin + t % rg.size());
             EXPECT_EQ(out.indices[q], expect) << "rank " << q << " t " << t;

@@ -1,5 +1,6 @@
-// The exact controller's cut (core/ladder_cut.hpp): the rung and bin share that make the gathered
-// selection exactly k, the apportionment of a bin among workers, and one worker's part of it.
+// The exact controller's cut (sparsifiers/exdyna/ladder_cut.hpp): the rung and bin share that make
+// the gathered selection exactly k, the apportionment of a bin among workers, and one worker's part
+// of it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,10 +9,10 @@
 #include <random>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
 
 using namespace exdyna;
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 constexpr SelectKernel kAllKernels[] = {SelectKernel::kScalar, SelectKernel::kSse2,
@@ -150,7 +151,7 @@ TEST(LadderCut, TakeCutKeepsTheLargestOfTheBin) {
   EXPECT_THROW(run(5, 0), InvalidArgument);
 }
 
-// Issue 12: most candidates lie far below the cut on real gradients, and take_cut drops them
+// Most candidates lie far below the cut on real gradients, and take_cut drops them
 // first. Against a reference that orders bin `rung` by sub-bin (1/256 of the bin), then index, on
 // candidates from collect_ladder_candidates over a wide ladder, at many rungs and quotas.
 TEST(LadderCut, TakeCutMatchesTheSubBinOrderWhenMostCandidatesLieBelow) {
@@ -231,7 +232,7 @@ TEST(LadderCut, TakeCutBreaksLongRunsOfTiesByIndexOnEveryKernel) {
   }
 }
 
-// Issue 12, third round: the exact controller's two-pass path (count_ladder_candidates, the plan,
+// The exact controller's two-pass path (count_ladder_candidates, the plan,
 // then collect_at_least, or collect_from_rung with the count's group map, at the worker's own
 // cut, and take_cut) keeps the same indices as the one-pass path (collect_ladder_candidates, then
 // take_cut) for every count a plan can give the worker, on every kernel, on spread values and on
@@ -268,7 +269,7 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
         idx1.resize(take_cut_with(k, idx1.data(), abs1.data(), c1, grid, rung, quota));
         if (k == SelectKernel::kAvx512 && ladder_words_fit(k, n, grid) &&
             select_kernel_in_use() == k) {
-          // The one-pass path as words (issue 12, fourth round): the same bins and cut.
+          // The one-pass path as words: the same bins and cut.
           std::vector<std::uint32_t> words(n);
           std::vector<std::uint8_t> subs(n);
           std::vector<std::int64_t> bins4(bins.size(), 0);
@@ -307,7 +308,7 @@ TEST(LadderCut, TwoPassCutEqualsTheOnePassCutOnEveryKernel) {
   }
 }
 
-// Issue 12, seventh round: a capped worker keeps only the words from the bin of its cap-th largest
+// A capped worker keeps only the words from the bin of its cap-th largest
 // value (keep_words_from_bin, before the counts all-gather); every cut of at most the cap then
 // keeps the same indices as on all the words, and the words kept are exactly those of bin >= it,
 // in order, with their sub-bins.
@@ -533,8 +534,8 @@ TEST(LadderPlan, EqualsAWalkFromTheTopOfTheLadder) {
   }
 }
 
-// Issue 12's first ladder: one rung per octave, the max's octave on top, reaching rungs - 1
-// octaves below (clamped at the smallest key).
+// The first iteration's ladder (cold_ladder): one rung per octave, the max's octave on top,
+// reaching rungs - 1 octaves below (clamped at the smallest key).
 TEST(ColdLadder, TopRungHoldsTheMaxAndEachRungIsAnOctave) {
   const auto g = cold_ladder(3.0f, 129);
   EXPECT_EQ(g.mant_bits, 0);

@@ -1,5 +1,5 @@
-// The ladder on the wire (core/ladder_wire.hpp): a count and R bins packed into a fixed slot of
-// int64 words, top rung first, and the plan read off decoded slots.
+// The ladder on the wire (sparsifiers/exdyna/ladder_wire.hpp): a count and R bins packed into a
+// fixed slot of int64 words, top rung first, and the plan read off decoded slots.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/ladder_cut.hpp"
-#include "exdyna/core/ladder_wire.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
 
 using namespace exdyna;
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 

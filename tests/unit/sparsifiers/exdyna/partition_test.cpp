@@ -1,14 +1,14 @@
-// Alg. 2 block partitioning, Alg. 3 dynamic partition allocation and issue 5's exact balance.
+// Alg. 2 block partitioning, Alg. 3 dynamic partition allocation and the exact balance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/partition.hpp"
+#include "exdyna/sparsifiers/exdyna/partition.hpp"
 
 using namespace exdyna;
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 
@@ -241,7 +241,7 @@ TEST(BlockLayout, CountPerBlockMatchesOneIncrementPerIndex) {
   std::mt19937 rng(11);
   for (const std::int64_t n_g :
        {std::int64_t{1009}, std::int64_t{100'003}, std::int64_t{1} << 20}) {
-    const auto l = exdyna::core::make_block_layout(n_g, 4, 1024);
+    const auto l = exdyna::sparsifiers::make_block_layout(n_g, 4, 1024);
     std::vector<std::uint32_t> idx;
     for (int i = 0; i < 5000; ++i)
       idx.push_back(static_cast<std::uint32_t>(rng() % static_cast<std::uint32_t>(n_g)));

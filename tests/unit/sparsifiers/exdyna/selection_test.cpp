@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "exdyna/core/selection.hpp"
+#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 namespace {
 
@@ -170,7 +170,7 @@ TEST(Selection, KernelInUseIsAvailable) {
   EXPECT_TRUE(select_kernel_available(SelectKernel::kScalar));
 }
 
-// take_cut's first step (issue 12): idx and abs compacted together, in place and in order, by
+// take_cut's first step: idx and abs compacted together, in place and in order, by
 // every kernel this CPU runs, equal to the one-at-a-time reference at every length.
 TEST(Selection, KeepPairsAtLeastCompactsBothInPlaceOnEveryKernel) {
   std::mt19937 rng(12);
@@ -202,7 +202,7 @@ TEST(Selection, KeepPairsAtLeastCompactsBothInPlaceOnEveryKernel) {
   }
 }
 
-// Issue 12, third round: the counting pass of the exact controller's two-pass collection gives the
+// The counting pass of the exact controller's two-pass collection gives the
 // count and bins of collect_ladder_candidates (the reference: the scalar collection) on every
 // kernel, at every length, with NaN, infinities, zeros and values exactly on rungs, for ladders
 // whose bins fit a byte (the AVX-512 byte stream) and one that does not (257 rungs); and it
@@ -325,7 +325,7 @@ TEST(Selection, CollectFromRungWithTheGroupMapEqualsCollectAtLeastOnEveryKernel)
   }
 }
 
-// Issue 12, fourth round: the one-pass collection (AVX-512: one word per candidate, position and
+// The one-pass collection (AVX-512: one word per candidate, position and
 // bin, counted and then expanded) gives the scalar collection's indices, values and bins on every
 // kernel, for ladders whose bins fit a byte and one that does not (257 rungs: the other path), a
 // cold ladder (0 mantissa bits), NaN, infinities, zeros and values on rungs, at every length, with

@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 
 #include "exdyna/core/error.hpp"
-#include "exdyna/core/threshold.hpp"
+#include "exdyna/sparsifiers/exdyna/threshold.hpp"
 
 using namespace exdyna;
-using namespace exdyna::core;
+using namespace exdyna::sparsifiers;
 
 TEST(Threshold, FirstThresholdIsOneOverTwoRootK) {
   EXPECT_DOUBLE_EQ(initial_threshold(100), 0.05);
