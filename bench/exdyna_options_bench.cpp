@@ -3,7 +3,7 @@
 // d = 0.01 (Laplace values, the threshold that selects 1%):
 //   paper step  = ef_accumulate(n_g) + select(n_g / 8) + update(n_g, k')
 //   options add = ladder select - select + exact balance (block shares, boundaries) + controller
-// docs/exdyna-controller.md divides the second by the first.
+// docs/controller.md divides the second by the first.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -49,7 +49,7 @@ SparsifierDefaults set_train_defaults(TrainCli& st) {
   // 1/(2 sqrt(k)) = 0.011 by 0.5 % per iteration towards the ~0.035 this CNN needs (the 4-epoch
   // mean density lands at 1.27 d), and the histogram controller, which predicts the threshold
   // from the previous iteration, swings between 0.5 and 1.5 d on real gradients
-  // (docs/exdyna-controller.md). `--controller paper --balance paper` restores the paper's
+  // (docs/controller.md). `--controller paper --balance paper` restores the paper's
   // algorithm. The worker cap is then auto, the Poisson floor (apply() in sparsifier_cli.cpp).
   SparsifierDefaults d;
   d.controller = "exact";

@@ -125,7 +125,7 @@ void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierCon
       parsed("--controller", [&] { return sparsifiers::parse_controller(s.controller); });
   ex.balance = parsed("--balance", [&] { return sparsifiers::parse_balance(s.balance); });
   // The cap at the Poisson floor holds f(t) there on real gradients at no measurable cost in
-  // density or global error (docs/exdyna-controller.md); it needs the exact controller.
+  // density or global error (docs/controller.md); it needs the exact controller.
   if (!s.worker_cap.empty())
     ex.worker_cap =
         parsed("--worker-cap", [&] { return sparsifiers::parse_worker_cap(s.worker_cap); });

@@ -36,7 +36,7 @@ std::vector<T> get_list_of(core::ByteReader& r, std::int64_t expected) {
 // Alg. 3 moves blocks without knowing where the selections are, and min_blk = n_b / (4n) keeps
 // its walk from emptying a partition. Exact balance places boundaries from the selections
 // themselves; with the paper's min_blk a hot layer narrower than n_b / (4n) blocks cannot get a
-// partition of its own share, and f(t) stays high (docs/exdyna-controller.md: 1.37 instead of
+// partition of its own share, and f(t) stays high (docs/controller.md: 1.37 instead of
 // 1.03 on the synthetic source). So exact balance defaults to one block; an explicit min_blk is
 // always honoured.
 double effective_min_blk(const sparsifiers::ExDynaOptions& o) {
@@ -252,7 +252,7 @@ void ExDyna::plan_next_threshold(const sparsifiers::LadderGrid& grid, std::size_
     // octave held, so the reach below shrinks to the steady quarter octave over a few iterations
     // while the residual fills up; iteration 1's own movement then sets it. (A wider movement
     // held here is not needed: with the cap's reach (cold_cap_reach, cap_spread) and the widest
-    // reach in iteration 1, the density table of docs/exdyna-controller.md is the same row for row
+    // reach in iteration 1, the density table of docs/controller.md is the same row for row
     // with none held at all, and on the LSTM trace two octaves held the reach at 3-4 octaves for
     // the first six iterations.)
     threshold_ =

@@ -17,9 +17,9 @@
 // Beyond the paper, each usable alone: ExDynaOptions::controller = kHistogram (the
 // next threshold from a ladder of counts gathered with k_i) or kExact (this iteration's selection
 // cut to exactly k from that ladder, with an optional per-worker cap), and
-// ExDynaOptions::balance = kExact (see docs/exdyna-controller.md). With both set to kPaper the
+// ExDynaOptions::balance = kExact (see docs/controller.md). With both set to kPaper the
 // decisions are bit-for-bit those of Algorithms 1-5 with the authors' defaults
-// (docs/architecture.md, "Where the paper is silent").
+// (docs/controller.md, "Where the paper is silent").
 #pragma once
 
 #include <cstdint>
@@ -74,10 +74,10 @@ class ExDyna final : public Sparsifier {
 
   // Exact balance smooths each block's share of the selections over iterations:
   // load = (1 - w) load + w share, so a partition's share is not steered by one iteration's
-  // Poisson noise (see docs/exdyna-controller.md for the measured choice).
+  // Poisson noise (see docs/controller.md for the measured choice).
   static constexpr double kBalanceWeight = 0.5;
   // Two passes pay when the candidates are at least this share of the partition (measured on the
-  // LSTM trace, docs/exdyna-controller.md): below, writing them costs less than
+  // LSTM trace, docs/controller.md): below, writing them costs less than
   // reading the partition twice.
   static constexpr double kTwoPassShare = 0.15;
 

@@ -1,5 +1,5 @@
 // Options of the ExDyna algorithm (paper Algorithms 1-5). Defaults are the authors' choices listed
-// in docs/architecture.md ("Where the paper is silent"). Validated at construction of the
+// in docs/controller.md ("Where the paper is silent"). Validated at construction of the
 // sparsifier.
 #pragma once
 
@@ -41,7 +41,7 @@ struct ExDynaOptions {
   Balance balance = Balance::kPaper;
   // histogram controller: rungs of the ladder; 129 over 16x either way is 16 per octave (4.4%
   // apart): 4 per octave could not resolve the pile-up of residuals just under the threshold
-  // at d = 0.001 (docs/exdyna-controller.md)
+  // at d = 0.001 (docs/controller.md)
   int ladder_rungs = 129;
   double ladder_span = 16;  // histogram controller: ladder spans [thr/span, thr*span]
   // exact controller: no worker sends more than worker_cap * k / n values (0: no cap; kAutoCap:

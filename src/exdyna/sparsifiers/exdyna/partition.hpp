@@ -48,7 +48,7 @@ struct BlockLayout {
   void count_per_block(std::span<const std::uint32_t> indices, std::span<std::uint32_t> hits) const;
 };
 
-// The authors' rule (docs/architecture.md): sz_blk = floor(n_g / n_b) rounded down to a multiple
+// The authors' rule (docs/controller.md): sz_blk = floor(n_g / n_b) rounded down to a multiple
 // of 32. When that is 0 (n_g < 32 n_b): n_b = max(n, floor(n_g / 32)); when blocks would still be
 // under 32 elements, n_b = n blocks of floor(n_g / n). Throws InvalidArgument for n_g < n, n_b < n
 // or n < 1.

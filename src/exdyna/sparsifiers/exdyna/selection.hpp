@@ -91,7 +91,7 @@ bool ladder_words_fit(SelectKernel k, std::size_t part_size, const LadderGrid& g
 std::size_t collect_ladder_words(std::span<const float> part, const LadderGrid& grid,
                                  std::uint32_t* words, std::uint8_t* subs, std::int64_t* bins);
 
-// The exact controller's two-pass collection (docs/exdyna-controller.md): on real gradients a
+// The exact controller's two-pass collection (docs/controller.md): on real gradients a
 // worker's ladder may hold 10-100x its k_i (LSTM: 8,000-110,000 candidates for k_i = 1,083), and
 // writing all of them cost more than the plain pass. The first pass only counts: the same count and
 // the same bins as collect_ladder_candidates (added to bins, not cleared), no index or value

@@ -157,12 +157,12 @@ double HistogramController::next_threshold(double threshold, std::int64_t k,
       // draining after a scale step) and alternates around the target; no trend leaves the
       // density 2-4% high for tens of iterations; an alpha-beta filter on log threshold (0.5/0.1,
       // 0.7/0.2) lagged: 5% low at d = 0.01. Smoothing 0.75 instead of 0.5 halves the noise the
-      // trend feeds back at d = 0.001 (k' noise ~3%). Measured in docs/exdyna-controller.md.
+      // trend feeds back at d = 0.001 (k' noise ~3%). Measured in docs/controller.md.
       log_trend_ = std::fabs(r) < std::log(1.25) ? 0.75 * log_trend_ + 0.25 * 0.7 * r : 0.0;
       // Real gradients move in bursts (one large-loss batch, a few fast iterations early in
       // training): the next exact threshold may lie as far below as this one moved, and a ladder
       // reaching only a quarter octave below misses k (the density fell to 0.49-0.64 d in the
-      // iteration after a spike on the CNN traces; docs/exdyna-controller.md). So the reach
+      // iteration after a spike on the CNN traces; docs/controller.md). So the reach
       // below follows the recent movement: a peak-hold of |r| that decays by 0.7 per iteration,
       // and twice its part above 5% in octaves is added to the steady reach. The synthetic
       // source moves by less than 5% per iteration once settled, so its cost is unchanged.

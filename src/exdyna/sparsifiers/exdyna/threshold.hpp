@@ -11,7 +11,7 @@
 
 namespace exdyna::sparsifiers {
 
-// The authors' choice (docs/architecture.md): the first threshold is 1 / (2 sqrt(k)). Throws
+// The authors' choice (docs/controller.md): the first threshold is 1 / (2 sqrt(k)). Throws
 // InvalidArgument for k < 1.
 double initial_threshold(std::int64_t k);
 
