@@ -118,17 +118,18 @@ const std::map<std::string, Setter>& setters() {
        [](Options& o, auto& n, py::handle v) { o.config.exdyna.initial_threshold = number(n, v); }},
       {"controller",
        [](Options& o, const std::string& n, py::handle v) {
-         o.config.exdyna.controller = named(n, [&] { return core::parse_controller(text(n, v)); });
+         o.config.exdyna.controller =
+             named(n, [&] { return sparsifiers::parse_controller(text(n, v)); });
        }},
       {"balance",
        [](Options& o, const std::string& n, py::handle v) {
-         o.config.exdyna.balance = named(n, [&] { return core::parse_balance(text(n, v)); });
+         o.config.exdyna.balance = named(n, [&] { return sparsifiers::parse_balance(text(n, v)); });
        }},
       {"worker_cap",
        [](Options& o, const std::string& n, py::handle v) {
          const std::string s =
              py::isinstance<py::str>(v) ? v.cast<std::string>() : std::to_string(number(n, v));
-         o.config.exdyna.worker_cap = named(n, [&] { return core::parse_worker_cap(s); });
+         o.config.exdyna.worker_cap = named(n, [&] { return sparsifiers::parse_worker_cap(s); });
          o.cap_set = true;
        }},
       {"ladder_rungs",
@@ -181,8 +182,8 @@ std::string option_names() {
 Options parse_options(double density, const py::dict& kwargs) {
   Options o;
   o.config.density = density;
-  o.config.exdyna.controller = core::Controller::kExact;
-  o.config.exdyna.balance = core::Balance::kExact;
+  o.config.exdyna.controller = sparsifiers::Controller::kExact;
+  o.config.exdyna.balance = sparsifiers::Balance::kExact;
   for (const auto& [key, value] : kwargs) {
     const auto name = py::str(key).cast<std::string>();
     const auto it = setters().find(name);
@@ -192,8 +193,9 @@ Options parse_options(double density, const py::dict& kwargs) {
   }
   // As `exdyna train`: the Poisson-floor cap with the exact controller unless set.
   if (!o.cap_set)
-    o.config.exdyna.worker_cap =
-        o.config.exdyna.controller == core::Controller::kExact ? core::ExDynaOptions::kAutoCap : 0;
+    o.config.exdyna.worker_cap = o.config.exdyna.controller == sparsifiers::Controller::kExact
+                                     ? sparsifiers::ExDynaOptions::kAutoCap
+                                     : 0;
   return o;
 }
 

@@ -29,8 +29,8 @@ nlohmann::json options_json(const TrainOptions& o, int world) {
   j["density"] = o.sparse.density;
   j["gather_mode"] = comm::to_string(o.sparse.gather_mode);
   j["values"] = core::to_string(o.sparse.values);
-  j["controller"] = core::to_string(o.sparse.exdyna.controller);
-  j["balance"] = core::to_string(o.sparse.exdyna.balance);
+  j["controller"] = sparsifiers::to_string(o.sparse.exdyna.controller);
+  j["balance"] = sparsifiers::to_string(o.sparse.exdyna.balance);
   j["workers"] = world;
   j["epochs"] = o.epochs;
   j["max_steps"] = o.max_steps;
