@@ -40,7 +40,7 @@ void exchange_union(std::span<const float> acc, std::span<const Index> mine,
                     StepStats& stats, ExchangeBuffers& bufs);
 
 // The values' all-reduce every sparsifier ends with (--values): with kFp32, out.values summed as
-// float32; with kFp16 or kBf16, each value first rounded to the format on this rank, then summed
+// float32; with kFp16 or kBf16, each value rounded to the format on this rank before it is summed
 // on the wire as 16-bit words (Communicator::allreduce_sum_16). Sets out.values_format, from which
 // error feedback keeps acc - round(acc) in the residual at each sent index (error_feedback.hpp).
 // Throws DataError if a value overflows fp16 (|value| >= 65520), naming it: the residual could not
