@@ -1,5 +1,5 @@
 # The installed library, as a user gets it: `cmake --install` of the library component into an
-# empty prefix, then tests/install/consumer configured (find_package(exdyna)), built and run
+# empty prefix, then examples/cpp configured (find_package(exdyna)), built and run
 # against that prefix alone. Run by CTest (test `install`) as
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCONSUMER_DIR=... -DGENERATOR=... -DCXX=...
 #         [-DCUDA_ROOT=...] -P install_test.cmake
