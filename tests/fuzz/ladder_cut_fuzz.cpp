@@ -44,7 +44,6 @@ Reference scalar_cut(const std::vector<float>& part, const LadderGrid& grid, std
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace exdyna::core;
   using namespace exdyna::sparsifiers;
   if (size < 4) return 0;
   LadderGrid grid;
