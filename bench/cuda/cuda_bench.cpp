@@ -63,9 +63,9 @@ void cuda_ok(cudaError_t e, const char* what) {
 }
 
 struct Timing {
-  double us = 0;              // median, CUDA events
-  double wall_us = 0;         // median, host clock
-  double device_us = -1;      // median of Workspace::last_device_us (-1: not a kernel call)
+  double us = 0;          // median, CUDA events
+  double wall_us = 0;     // median, host clock
+  double device_us = -1;  // median of Workspace::last_device_us (-1: not a kernel call)
 };
 
 Timing time_it(dev::Workspace& ws, int reps, const std::function<void()>& call) {
@@ -126,9 +126,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf("usage: exdyna_cuda_bench [OUT.json] [--sizes N,N,...] [--reps R]\n"
-                  "Times the device kernels against a device-to-device copy; prints JSON.\n"
-                  "Exit 77 when no CUDA device is present.\n");
+      std::printf(
+          "usage: exdyna_cuda_bench [OUT.json] [--sizes N,N,...] [--reps R]\n"
+          "Times the device kernels against a device-to-device copy; prints JSON.\n"
+          "Exit 77 when no CUDA device is present.\n");
       return 0;
     } else if (a == "--sizes" && i + 1 < argc) {
       sizes.clear();
@@ -205,8 +206,8 @@ int main(int argc, char** argv) {
 
       std::int64_t selected = 0;
       const Timing sel = time_it(ws, reps, [&] {
-        selected = dev::select_threshold(ws, x.data(), static_cast<std::int64_t>(p), thr, 0,
-                                         out.data());
+        selected =
+            dev::select_threshold(ws, x.data(), static_cast<std::int64_t>(p), thr, 0, out.data());
       });
 
       sparsifiers::LadderGrid grid;
@@ -218,8 +219,8 @@ int main(int argc, char** argv) {
       std::int64_t candidates = 0;
       const Timing lad = time_it(ws, reps, [&] {
         std::fill(bins.begin(), bins.end(), 0);
-        candidates = dev::ladder_count(ws, x.data(), static_cast<std::int64_t>(p), grid,
-                                       bins.data());
+        candidates =
+            dev::ladder_count(ws, x.data(), static_cast<std::int64_t>(p), grid, bins.data());
       });
 
       const auto k = static_cast<std::int64_t>(p / 100);

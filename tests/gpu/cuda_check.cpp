@@ -121,7 +121,8 @@ std::vector<float> ties(std::size_t n, std::mt19937_64& rng) {
   for (int e = -6; e <= 2; ++e)
     for (int k = 0; k < 4; ++k) mags.push_back(std::ldexp(1.0f + 0.25f * k, e));
   const std::uint32_t base = bits(0.75f);
-  for (std::uint32_t low = 0; low < 16; ++low) mags.push_back(from_bits(base | low));  // one sub-bin
+  for (std::uint32_t low = 0; low < 16; ++low)
+    mags.push_back(from_bits(base | low));  // one sub-bin
   for (std::uint32_t low = 0; low < 8; ++low)
     mags.push_back(from_bits(base + (low << 12)));  // neighbouring sub-bins at 16 per octave
   std::uniform_int_distribution<std::size_t> pick(0, mags.size() - 1);
@@ -164,14 +165,14 @@ std::vector<float> sorted_abs(const std::vector<float>& x) {
 }
 
 std::vector<float> thresholds_of(const std::vector<float>& sa) {
-  std::vector<float> t = {0.0f,                                     // everything but NaN
+  std::vector<float> t = {0.0f,                                      // everything but NaN
                           std::numeric_limits<float>::denorm_min(),  // everything but zeros
                           std::numeric_limits<float>::infinity(),    // only Inf
                           std::numeric_limits<float>::max(),
                           std::numeric_limits<float>::quiet_NaN()};  // nothing
   if (!sa.empty()) {
     t.push_back(std::nextafter(sa.front(), std::numeric_limits<float>::infinity()));  // nothing
-    t.push_back(sa.front());                                                    // the max
+    t.push_back(sa.front());                                                          // the max
     for (double q : {0.0001, 0.001, 0.01, 0.5})
       t.push_back(sa[std::min(sa.size() - 1, static_cast<std::size_t>(q * sa.size()))]);
     t.push_back(sa[std::min<std::size_t>(sa.size() - 1, 2)]);  // a few
@@ -222,9 +223,8 @@ void check_select(dev::Workspace& ws, std::span<const float> part, const float* 
                   const std::string& ctx) {
   std::vector<std::uint32_t> cpu(part.size() + 1), gpu(part.size() + 1);
   const std::size_t c = sparsifiers::select_threshold(part, thr, offset, cpu.data());
-  const std::int64_t g =
-      dev::select_threshold(ws, d_part, static_cast<std::int64_t>(part.size()), thr, offset,
-                            d_out.data());
+  const std::int64_t g = dev::select_threshold(ws, d_part, static_cast<std::int64_t>(part.size()),
+                                               thr, offset, d_out.data());
   const std::string where = str(ctx, " select_threshold thr=", fstr(thr), " offset=", offset);
   if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
   dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
@@ -242,8 +242,8 @@ void check_ladder(dev::Workspace& ws, std::span<const float> part, const float* 
       sparsifiers::count_ladder_candidates(part, grid, cpu.data(), scratch.data());
   const std::int64_t g =
       dev::ladder_count(ws, d_part, static_cast<std::int64_t>(part.size()), grid, gpu.data());
-  const std::string where = str(ctx, " ladder_count m=", grid.mant_bits, " R=", grid.rungs,
-                                " lo_key=", grid.lo_key);
+  const std::string where =
+      str(ctx, " ladder_count m=", grid.mant_bits, " R=", grid.rungs, " lo_key=", grid.lo_key);
   if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
   compare_vectors(cpu, gpu, R, where + " bins");
   ++g_checks;
@@ -286,11 +286,11 @@ void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_
       std::copy_n(idx.begin(), count, cidx.begin());
       std::copy_n(abs.begin(), count, cabs.begin());
       const std::size_t c = sparsifiers::take_cut(cidx.data(), cabs.data(), count, grid, r, q);
-      const std::int64_t g = dev::take_cut(ws, d_part, static_cast<std::int64_t>(n), offset, grid,
-                                           r, q, d_out.data());
-      const std::string where = str(ctx, " take_cut m=", grid.mant_bits, " R=", R, " lo_key=",
-                                    grid.lo_key, " rung=", r, " quota=", q, " (bin holds ", in_bin,
-                                    ", candidates ", count, ") offset=", offset);
+      const std::int64_t g =
+          dev::take_cut(ws, d_part, static_cast<std::int64_t>(n), offset, grid, r, q, d_out.data());
+      const std::string where =
+          str(ctx, " take_cut m=", grid.mant_bits, " R=", R, " lo_key=", grid.lo_key, " rung=", r,
+              " quota=", q, " (bin holds ", in_bin, ", candidates ", count, ") offset=", offset);
       if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
       dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
       compare_vectors(cidx, gpu, c, where);
@@ -416,8 +416,9 @@ void check_updates(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng,
     layout.count_per_block(idx, cpu);
     dev::count_per_block(ws, d_idx.data(), static_cast<std::int64_t>(m), layout.block_size,
                          layout.n_blocks, gpu.data());
-    compare_vectors(cpu, gpu, cpu.size(),
-                    str(ctx, " count_per_block n_b=", layout.n_blocks, " size=", layout.block_size));
+    compare_vectors(
+        cpu, gpu, cpu.size(),
+        str(ctx, " count_per_block n_b=", layout.n_blocks, " size=", layout.block_size));
     ++g_checks;
   }
 
@@ -427,8 +428,8 @@ void check_updates(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng,
     dev::copy_to_device(ws, d_grad.data(), grad.data(), n * 4);
     dev::copy_to_device(ws, d_res.data(), res.data(), n * 4);
     dev::copy_to_device(ws, d_sums.data(), sums.data(), m * 4);
-    dev::scatter_update(ws, d_grad.data(), d_res.data(), static_cast<std::int64_t>(n),
-                        d_idx.data(), d_sums.data(), static_cast<std::int64_t>(m), scale);
+    dev::scatter_update(ws, d_grad.data(), d_res.data(), static_cast<std::int64_t>(n), d_idx.data(),
+                        d_sums.data(), static_cast<std::int64_t>(m), scale);
     std::fill(grad.begin(), grad.end(), 0.0f);
     for (std::size_t j = 0; j < m; ++j) {
       grad[idx[j]] = sums[j] * scale;

@@ -121,8 +121,9 @@ void Communicator::allreduce_sum(std::span<float> data) {
 void Communicator::allgather_list_device(const void* mine, std::size_t elem_size,
                                          std::span<const std::int64_t> counts, GatherMode mode,
                                          void* out) {
-  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()), "allgather_list_device: ",
-                   counts.size(), " counts given, expected one per rank (", size(), ")");
+  EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()),
+                   "allgather_list_device: ", counts.size(),
+                   " counts given, expected one per rank (", size(), ")");
   count_allgatherv(elem_size, counts, mode,
                    static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]));
   const CpuMeter meter(*this);
@@ -137,9 +138,10 @@ void Communicator::allreduce_sum_device(float* data, std::size_t n) {
 
 void Communicator::do_allgatherv_device(const void*, std::size_t, std::span<const std::int64_t>,
                                         GatherMode, void*) {
-  throw InvalidArgument(detail::concat("engine '", engine(),
-                                       "' takes no device buffers; the GPU path needs a "
-                                       "torch.distributed group (NCCL, or Gloo with CUDA tensors)"));
+  throw InvalidArgument(
+      detail::concat("engine '", engine(),
+                     "' takes no device buffers; the GPU path needs a "
+                     "torch.distributed group (NCCL, or Gloo with CUDA tensors)"));
 }
 
 void Communicator::do_allreduce_f32_device(float*, std::size_t) {

@@ -8,7 +8,9 @@
 
 namespace exdyna::core::device {
 
-bool built() { return true; }
+bool built() {
+  return true;
+}
 
 bool available() {
   int n = 0;
@@ -25,8 +27,12 @@ Workspace::~Workspace() {
   if (impl_->t_begin) cudaEventDestroy(impl_->t_begin);
   if (impl_->t_end) cudaEventDestroy(impl_->t_end);
 }
-void Workspace::set_stream(void* s) { impl_->stream = static_cast<cudaStream_t>(s); }
-void* Workspace::stream() const { return impl_->stream; }
+void Workspace::set_stream(void* s) {
+  impl_->stream = static_cast<cudaStream_t>(s);
+}
+void* Workspace::stream() const {
+  return impl_->stream;
+}
 
 void Workspace::set_timing(bool on) {
   if (on && !impl_->t_begin) {
@@ -143,9 +149,9 @@ void scatter_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_
     EXDYNA_CUDA(cudaMemsetAsync(d_grad, 0, static_cast<std::size_t>(n) * sizeof(float), w.stream));
   if (m == 0) return w.kernels_done();
   const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
-  EXDYNA_CUDA_LAUNCH("scatter_update", scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
-                                           d_grad, d_residual, d_idx, d_sums,
-                                           static_cast<std::uint64_t>(m), scale));
+  EXDYNA_CUDA_LAUNCH("scatter_update",
+                     scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                         d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m), scale));
   w.kernels_done();
 }
 
@@ -158,11 +164,11 @@ void dense_update(Workspace& ws, float* d_grad, float* d_residual, const float* 
   const auto un = static_cast<std::uint64_t>(n);
   const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
   if (aligned16(d_grad) && aligned16(d_residual) && aligned16(d_sums))
-    EXDYNA_CUDA_LAUNCH("dense_update", dense_kernel<true><<<blocks, kThreads, 0, w.stream>>>(
-                                           d_grad, d_residual, d_sums, un, scale));
+    EXDYNA_CUDA_LAUNCH("dense_update", dense_kernel<true>
+                       <<<blocks, kThreads, 0, w.stream>>>(d_grad, d_residual, d_sums, un, scale));
   else
-    EXDYNA_CUDA_LAUNCH("dense_update", dense_kernel<false><<<blocks, kThreads, 0, w.stream>>>(
-                                           d_grad, d_residual, d_sums, un, scale));
+    EXDYNA_CUDA_LAUNCH("dense_update", dense_kernel<false>
+                       <<<blocks, kThreads, 0, w.stream>>>(d_grad, d_residual, d_sums, un, scale));
   w.kernels_done();
 }
 

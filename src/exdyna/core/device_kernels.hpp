@@ -131,7 +131,7 @@ void scatter_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n
                     const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale);
 
 // The dense case: grad[i] = sums[i] * scale; residual[i] = 0.
-void dense_update(Workspace&, float* d_grad, float* d_residual, const float* d_sums,
-                  std::int64_t n, float scale);
+void dense_update(Workspace&, float* d_grad, float* d_residual, const float* d_sums, std::int64_t n,
+                  float scale);
 
 }  // namespace exdyna::core::device

@@ -41,9 +41,13 @@ EXDYNA_HD float float_of(std::uint32_t u) {
 }
 
 // |v| with the sign bit cleared (std::fabs on the CPU: the same bits, NaN stays NaN).
-EXDYNA_HD float abs_of(float v) { return float_of(bits_of(v) & 0x7fffffffu); }
+EXDYNA_HD float abs_of(float v) {
+  return float_of(bits_of(v) & 0x7fffffffu);
+}
 
 // core::max_abs folds the sign-cleared bits with an unsigned max.
-EXDYNA_HD std::uint32_t abs_bits(float v) { return bits_of(v) & 0x7fffffffu; }
+EXDYNA_HD std::uint32_t abs_bits(float v) {
+  return bits_of(v) & 0x7fffffffu;
+}
 
 }  // namespace exdyna::core::rules

@@ -47,11 +47,9 @@ __device__ __forceinline__ void acc_one(float e, float g, float& a, std::uint64_
 }
 
 template <bool kVec, bool kSq>
-__global__ __launch_bounds__(kThreads) void accumulate_kernel(float* __restrict__ r,
-                                                              const float* __restrict__ g,
-                                                              std::uint64_t n,
-                                                              unsigned long long* __restrict__ bad_out,
-                                                              double* __restrict__ partials) {
+__global__ __launch_bounds__(kThreads) void accumulate_kernel(
+    float* __restrict__ r, const float* __restrict__ g, std::uint64_t n,
+    unsigned long long* __restrict__ bad_out, double* __restrict__ partials) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   const std::uint64_t t = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
   double sq = 0;
@@ -144,8 +142,8 @@ __global__ __launch_bounds__(kThreads) void max_abs_kernel(const float* __restri
 
 }  // namespace
 
-AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_grad,
-                            std::int64_t n, bool want_sq) {
+AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_grad, std::int64_t n,
+                            bool want_sq) {
   check_size(n, "accumulate");
   AccumulateResult res;
   if (n == 0) return res;
@@ -200,8 +198,7 @@ float max_abs(Workspace& ws, const float* d_x, std::int64_t n) {
                        max_abs_kernel<false><<<blocks, kThreads, 0, w.stream>>>(d_x, un, d_max));
   w.kernels_done();
   auto* h = w.host.as<unsigned int>(1);
-  EXDYNA_CUDA(
-      cudaMemcpyAsync(h, d_max, sizeof(unsigned int), cudaMemcpyDeviceToHost, w.stream));
+  EXDYNA_CUDA(cudaMemcpyAsync(h, d_max, sizeof(unsigned int), cudaMemcpyDeviceToHost, w.stream));
   w.sync();
   return rules::float_of(h[0]);
 }

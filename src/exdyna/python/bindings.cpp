@@ -217,8 +217,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> to_process_group(py::handle obj) {
 void require_process_group_type() {
   auto dist = py::module_::import("torch.distributed");
   if (!dist.attr("is_available")().cast<bool>())
-    throw py::import_error("exdyna: this torch was built without torch.distributed "
-                           "(torch.distributed.is_available() is False)");
+    throw py::import_error(
+        "exdyna: this torch was built without torch.distributed "
+        "(torch.distributed.is_available() is False)");
   if (py::detail::get_type_info(typeid(c10d::ProcessGroup)) != nullptr) return;
   throw py::import_error(
       "exdyna._exdyna does not share pybind11 internals with torch (ours: " PYBIND11_INTERNALS_ID
@@ -296,8 +297,9 @@ class PySparsifier {
     if (!grad.device().is_cpu())
       throw py::type_error(detail::concat("gradient on device ", grad.device().str(),
                                           " is not supported; expected a CPU or CUDA tensor"));
-    EXDYNA_CHECK_ARG(!dev_, "this sparsifier steps on CUDA tensors (its first step was on one); "
-                            "got a CPU tensor");
+    EXDYNA_CHECK_ARG(!dev_,
+                     "this sparsifier steps on CUDA tensors (its first step was on one); "
+                     "got a CPU tensor");
     ensure_built(grad.numel());
     at::Tensor out = grad.detach().contiguous().clone();
     {
@@ -312,14 +314,16 @@ class PySparsifier {
   // The GPU path: error feedback with the residual on the device (DeviceErrorFeedback). A
   // sparsifier built on the host before its first step (load_state, set_residual) moves there.
   at::Tensor step_cuda(const at::Tensor& grad, std::uintptr_t stream) {
-    EXDYNA_CHECK_ARG(sparsifiers::device_path_built(),
-                     "gradient on ", grad.device().str(), ": this exdyna build has no GPU path "
+    EXDYNA_CHECK_ARG(sparsifiers::device_path_built(), "gradient on ", grad.device().str(),
+                     ": this exdyna build has no GPU path "
                      "(built without CUDA); rebuild where nvcc is found, or step CPU tensors");
-    EXDYNA_CHECK_ARG(comm_->takes_device_buffers(), "gradient on ", grad.device().str(),
-                     ": the process group's backend cannot move CUDA tensors; expected nccl or gloo");
+    EXDYNA_CHECK_ARG(
+        comm_->takes_device_buffers(), "gradient on ", grad.device().str(),
+        ": the process group's backend cannot move CUDA tensors; expected nccl or gloo");
     EXDYNA_CHECK_ARG(!ef_ || ef_->iteration() == 0,
                      "this sparsifier steps on CPU tensors (its first step was on one); got a "
-                     "tensor on ", grad.device().str());
+                     "tensor on ",
+                     grad.device().str());
     if (!dev_) build_device(grad.numel());
     EXDYNA_CHECK_ARG(grad.numel() == n_g_, "gradient has ", grad.numel(),
                      " elements; this sparsifier was built for ", n_g_,
@@ -396,12 +400,11 @@ class PySparsifier {
   py::object residual() const {
     if (!ef_ && !dev_) return py::none();
     auto r = residual_copy();
-    return py::cast(at::from_blob(r.data(), {static_cast<std::int64_t>(r.size())}, at::kFloat)
-                        .clone());
+    return py::cast(
+        at::from_blob(r.data(), {static_cast<std::int64_t>(r.size())}, at::kFloat).clone());
   }
   void set_residual(const at::Tensor& r) {
-    if (r.scalar_type() != at::kFloat)
-      throw py::type_error("residual: expected a float32 tensor");
+    if (r.scalar_type() != at::kFloat) throw py::type_error("residual: expected a float32 tensor");
     const at::Tensor c = r.detach().to(at::kCPU).contiguous();
     const std::span<const float> values(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()));
     if (dev_) {
@@ -414,9 +417,7 @@ class PySparsifier {
   }
 
   std::int64_t n_g() const { return n_g_; }
-  std::int64_t iteration() const {
-    return dev_ ? dev_->iteration() : ef_ ? ef_->iteration() : 0;
-  }
+  std::int64_t iteration() const { return dev_ ? dev_->iteration() : ef_ ? ef_->iteration() : 0; }
   const std::string& name() const { return name_; }
   double density() const { return opt_.config.density; }
   int rank() const { return comm_->rank(); }
@@ -443,9 +444,10 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(n_g > 0, "gradient is empty; expected at least one element");
     EXDYNA_CHECK_ARG(!ef_ || n_g == n_g_, "gradient has ", n_g,
                      " elements; this sparsifier was built for ", n_g_);
-    auto sp = registry_.make(name_, sparsifiers::bind(opt_.config, n_g, comm_->size(),
-                                                      comm_->rank()));
-    EXDYNA_CHECK_ARG(sp->runs_on_device(), "sparsifier '", name_, "' with these options has no "
+    auto sp =
+        registry_.make(name_, sparsifiers::bind(opt_.config, n_g, comm_->size(), comm_->rank()));
+    EXDYNA_CHECK_ARG(sp->runs_on_device(), "sparsifier '", name_,
+                     "' with these options has no "
                      "GPU path; on CUDA tensors these run: exdyna (controller paper or exact, "
                      "values fp32), dense (values fp32)");
     if (ef_) sp->load_state(ef_->sparsifier().save_state());
@@ -488,8 +490,8 @@ class PySparsifier {
 void check_cuda_vector(const at::Tensor& t, at::ScalarType type, const char* name) {
   if (!t.device().is_cuda() || t.scalar_type() != type || !t.is_contiguous())
     throw py::type_error(detail::concat(name, ": expected a contiguous CUDA tensor of ",
-                                        c10::toString(type), "; got ", c10::toString(t.scalar_type()),
-                                        " on ", t.device().str()));
+                                        c10::toString(type), "; got ",
+                                        c10::toString(t.scalar_type()), " on ", t.device().str()));
 }
 
 void translate(std::exception_ptr p) {
@@ -521,8 +523,9 @@ PYBIND11_MODULE(_exdyna, m) {
     for (const auto& [name, _] : exdyna::python::setters()) v.push_back(name);
     return v;
   });
-  m.def("cuda_built", &exdyna::sparsifiers::device_path_built,
-        "Whether this build has the GPU path (CUDA kernels; NCCL or Gloo groups over CUDA tensors)");
+  m.def(
+      "cuda_built", &exdyna::sparsifiers::device_path_built,
+      "Whether this build has the GPU path (CUDA kernels; NCCL or Gloo groups over CUDA tensors)");
   // Single kernels of the GPU path, for bench/gpu: they run on `stream` (0: the default stream).
   m.def(
       "cuda_select_threshold",

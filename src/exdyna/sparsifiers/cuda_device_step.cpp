@@ -58,9 +58,9 @@ void CudaDeviceStep::allreduce_values(const float* acc, comm::Communicator& comm
 
 void CudaDeviceStep::exchange_dense(const float* acc, std::int64_t n, comm::Communicator& comm) {
   sums_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)));
-  const auto err = cudaMemcpyAsync(sums_.data(), acc, static_cast<std::size_t>(n) * sizeof(float),
-                                   cudaMemcpyDeviceToDevice,
-                                   static_cast<cudaStream_t>(ws_.stream()));
+  const auto err =
+      cudaMemcpyAsync(sums_.data(), acc, static_cast<std::size_t>(n) * sizeof(float),
+                      cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(ws_.stream()));
   EXDYNA_CHECK(err == cudaSuccess, "cudaMemcpyAsync (dense sums): ", cudaGetErrorString(err));
   comm.allreduce_sum_device(sums_.data(), static_cast<std::size_t>(n));
   count_ = 0;

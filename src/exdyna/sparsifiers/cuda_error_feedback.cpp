@@ -10,7 +10,7 @@ namespace exdyna::sparsifiers {
 namespace dev = core::device;
 
 CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
-                                         ErrorFeedbackOptions opt)
+                                     ErrorFeedbackOptions opt)
     : sparsifier_(std::move(sparsifier)), n_g_(n_g), opt_(opt) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
   EXDYNA_CHECK_ARG(sparsifier_->runs_on_device(), "sparsifier '", sparsifier_->name(),
@@ -35,9 +35,9 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
     float g = 0, a = 0;  // two values cross to the host, to name the offender
     dev::copy_to_host(ws_, &g, grad + acc.first_bad, sizeof(float));
     dev::copy_to_host(ws_, &a, residual_.data() + acc.first_bad, sizeof(float));
-    throw DataError(detail::concat("gradient element ", acc.first_bad, " of iteration ",
-                                   iteration_, " on rank ", comm.rank(), " is ", g,
-                                   " (accumulated ", a, "); expected a finite value"));
+    throw DataError(detail::concat("gradient element ", acc.first_bad, " of iteration ", iteration_,
+                                   " on rank ", comm.rank(), " is ", g, " (accumulated ", a,
+                                   "); expected a finite value"));
   }
   stats.times.accumulate = sw.lap();
 

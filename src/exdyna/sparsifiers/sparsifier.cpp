@@ -13,9 +13,10 @@ std::vector<std::byte> save_iteration_state(std::int64_t iteration) {
 }
 
 void Sparsifier::step_device(const float*, DeviceStep&, comm::Communicator&, StepStats&) {
-  throw InvalidArgument(detail::concat(
-      "sparsifier '", name(), "' has no GPU path; on a device-resident gradient these run: "
-      "exdyna (controller paper or exact), dense"));
+  throw InvalidArgument(
+      detail::concat("sparsifier '", name(),
+                     "' has no GPU path; on a device-resident gradient these run: "
+                     "exdyna (controller paper or exact), dense"));
 }
 
 std::int64_t load_iteration_state(std::span<const std::byte> state, std::string_view sparsifier) {

@@ -192,9 +192,9 @@ class ProcessGroupCommunicator final : public Communicator {
 
   void do_allreduce_f32_device(float* data, std::size_t n) override {
     if (n == 0) return;
-    std::vector<at::Tensor> t{at::from_blob(
-        data, {static_cast<std::int64_t>(n)},
-        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA))};
+    std::vector<at::Tensor> t{
+        at::from_blob(data, {static_cast<std::int64_t>(n)},
+                      at::TensorOptions().dtype(at::kFloat).device(at::kCUDA))};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     o.timeout = timeout();
@@ -271,7 +271,8 @@ class ProcessGroupCommunicator final : public Communicator {
   }
   // A tensor over n bytes of device memory at p (its device taken from the pointer).
   static at::Tensor device_bytes(const void* p, std::int64_t n) {
-    return at::from_blob(const_cast<void*>(p), {n}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+    return at::from_blob(const_cast<void*>(p), {n},
+                         at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   }
 
   // Issues one collective and waits for it with the communicator's timeout.

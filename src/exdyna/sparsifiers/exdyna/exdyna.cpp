@@ -208,8 +208,8 @@ sparsifiers::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std
   EXDYNA_CHECK_ARG(comm.size() == n && comm.rank() == cfg_.rank, "exdyna was configured for rank ",
                    cfg_.rank, " of ", n, " but the communicator is rank ", comm.rank(), " of ",
                    comm.size());
-  EXDYNA_CHECK_ARG(acc_size == cfg_.n_g, "exdyna got ", acc_size, " gradients; expected n_g = ",
-                   cfg_.n_g);
+  EXDYNA_CHECK_ARG(acc_size == cfg_.n_g, "exdyna got ", acc_size,
+                   " gradients; expected n_g = ", cfg_.n_g);
   // Alg. 3 line 29-31 (the adjustment itself ran at the end of the previous step).
   const std::int64_t t = iteration_;
   stats.threshold = threshold_;

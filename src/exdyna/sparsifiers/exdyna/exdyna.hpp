@@ -176,7 +176,7 @@ class ExDyna final : public Sparsifier {
   std::vector<std::int64_t> gather_all_;   // the same, of every worker, as decoded
   std::vector<std::int64_t>
       wire_mine_;  // with a ladder: the slot sent (sparsifiers/exdyna/ladder_wire.hpp)
-  std::vector<std::int64_t> wire_all_;     // and every rank's slot, gathered
+  std::vector<std::int64_t> wire_all_;  // and every rank's slot, gathered
   int slot_lowest_rung_ = 0;
   std::vector<std::int64_t> counts_;
   std::vector<std::int64_t> bins_;         // this worker's ladder bins

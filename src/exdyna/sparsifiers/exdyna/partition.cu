@@ -3,9 +3,9 @@
 // (n_b = 1024 by default), else straight into device counters.
 #include <cuda_runtime.h>
 
+#include "exdyna/core/device_workspace.cuh"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
 #include "exdyna/sparsifiers/exdyna/device_rules.hpp"
-#include "exdyna/core/device_workspace.cuh"
 
 namespace exdyna::sparsifiers::device {
 
@@ -46,8 +46,8 @@ __global__ __launch_bounds__(kThreads) void per_block_kernel(const std::uint32_t
 void count_per_block(Workspace& ws, const std::uint32_t* d_idx, std::int64_t m,
                      std::int64_t block_size, std::int64_t n_blocks, std::uint32_t* h_hits) {
   check_size(m, "count_per_block");
-  EXDYNA_CHECK_ARG(block_size >= 1 && n_blocks >= 1, "count_per_block: ", n_blocks,
-                   " blocks of ", block_size, " elements; expected both >= 1");
+  EXDYNA_CHECK_ARG(block_size >= 1 && n_blocks >= 1, "count_per_block: ", n_blocks, " blocks of ",
+                   block_size, " elements; expected both >= 1");
   if (m == 0) return;
   auto& w = ws.impl();
   TimedCall timed(w);
@@ -61,19 +61,18 @@ void count_per_block(Workspace& ws, const std::uint32_t* d_idx, std::int64_t m,
     // Fewer blocks of the grid than one per 8 k indices: each block's clearing and adding of its
     // counters stays small against its share of the indices.
     const unsigned blocks = grid_for(w, um, 8192, 2);
-    EXDYNA_CUDA_LAUNCH("count_per_block",
-                       per_block_kernel<true><<<blocks, kThreads, sizeof(unsigned int) * nb,
-                                                w.stream>>>(d_idx, um, bs, un, d_hits));
+    EXDYNA_CUDA_LAUNCH(
+        "count_per_block", per_block_kernel<true>
+        <<<blocks, kThreads, sizeof(unsigned int) * nb, w.stream>>>(d_idx, um, bs, un, d_hits));
   } else {
     const unsigned blocks = grid_for(w, um, kThreads, 8);
-    EXDYNA_CUDA_LAUNCH("count_per_block", per_block_kernel<false><<<blocks, kThreads, 0,
-                                                                    w.stream>>>(d_idx, um, bs, un,
-                                                                                d_hits));
+    EXDYNA_CUDA_LAUNCH("count_per_block", per_block_kernel<false>
+                       <<<blocks, kThreads, 0, w.stream>>>(d_idx, um, bs, un, d_hits));
   }
   w.kernels_done();
   auto* h = w.host.as<unsigned int>(nb);
-  EXDYNA_CUDA(cudaMemcpyAsync(h, d_hits, sizeof(unsigned int) * nb, cudaMemcpyDeviceToHost,
-                              w.stream));
+  EXDYNA_CUDA(
+      cudaMemcpyAsync(h, d_hits, sizeof(unsigned int) * nb, cudaMemcpyDeviceToHost, w.stream));
   w.sync();
   for (std::size_t b = 0; b < nb; ++b) h_hits[b] += h[b];
 }

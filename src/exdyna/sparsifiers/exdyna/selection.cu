@@ -28,9 +28,9 @@
 #include <cub/block/block_scan.cuh>
 #include <limits>
 
+#include "exdyna/core/device_workspace.cuh"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
 #include "exdyna/sparsifiers/exdyna/device_rules.hpp"
-#include "exdyna/core/device_workspace.cuh"
 
 namespace exdyna::sparsifiers::device {
 
@@ -41,8 +41,8 @@ namespace {
 
 constexpr int kTileThreads = 256;
 constexpr int kRounds = 4;
-constexpr int kRound = 4 * kTileThreads;     // 1,024 values per round
-constexpr int kTile = kRounds * kRound;      // 4,096 values per tile
+constexpr int kRound = 4 * kTileThreads;  // 1,024 values per round
+constexpr int kTile = kRounds * kRound;   // 4,096 values per tile
 constexpr std::uint16_t kRankedBit = 0x8000;
 constexpr std::uint16_t kPosMask = 0x0fff;
 constexpr int kScanThreads = 1024;
@@ -74,7 +74,9 @@ struct SubBinRule {
   __device__ __forceinline__ int operator()(float v) const { return rules::cut_sub_bin(v, cut); }
 };
 
-__device__ __forceinline__ float nan_value() { return __uint_as_float(0x7fc00000u); }
+__device__ __forceinline__ float nan_value() {
+  return __uint_as_float(0x7fc00000u);
+}
 
 template <bool kVec, bool kRanked, typename Rule>
 __global__ __launch_bounds__(kTileThreads) void compact_tiles(
@@ -127,8 +129,8 @@ __global__ __launch_bounds__(kTileThreads) void compact_tiles(
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       if (cls[j][l] != rules::kCutDrop) {
-        out[pos++] = static_cast<std::uint16_t>(
-            (j * kRound + lane0 + l) | (cls[j][l] == rules::kCutRanked ? kRankedBit : 0));
+        out[pos++] = static_cast<std::uint16_t>((j * kRound + lane0 + l) |
+                                                (cls[j][l] == rules::kCutRanked ? kRankedBit : 0));
       }
     }
     round_base += static_cast<unsigned>((total >> (16 * j)) & 0xffffu);
@@ -145,11 +147,10 @@ __global__ __launch_bounds__(kTileThreads) void compact_tiles(
 // keeps all its values but the ranked ones, and q_t = clamp(need - ranked before t, 0, ranked[t])
 // of those (written over tile_ranked[t]).
 template <bool kRanked>
-__global__ __launch_bounds__(kScanThreads) void scan_tiles(const std::uint32_t* __restrict__ tile_all,
-                                                           std::uint32_t* __restrict__ tile_ranked,
-                                                           std::uint32_t* __restrict__ prefix,
-                                                           std::uint64_t tiles, long long need,
-                                                           std::uint32_t* __restrict__ total) {
+__global__ __launch_bounds__(kScanThreads) void scan_tiles(
+    const std::uint32_t* __restrict__ tile_all, std::uint32_t* __restrict__ tile_ranked,
+    std::uint32_t* __restrict__ prefix, std::uint64_t tiles, long long need,
+    std::uint32_t* __restrict__ total) {
   using Scan = cub::BlockScan<unsigned long long, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   unsigned long long carry_kept = 0, carry_ranked = 0;
@@ -172,7 +173,10 @@ __global__ __launch_bounds__(kScanThreads) void scan_tiles(const std::uint32_t* 
 #pragma unroll
       for (int i = 0; i < kScanItems; ++i) {
         const long long left = need - a;
-        const long long take = left <= 0 ? 0 : (left < static_cast<long long>(rk[i]) ? left : static_cast<long long>(rk[i]));
+        const long long take =
+            left <= 0
+                ? 0
+                : (left < static_cast<long long>(rk[i]) ? left : static_cast<long long>(rk[i]));
         q[i] = static_cast<unsigned long long>(take);
         const unsigned long long all = t0 + i < tiles ? tile_all[t0 + i] : 0;
         kept[i] = all - rk[i] + q[i];
@@ -216,8 +220,8 @@ __global__ __launch_bounds__(kTileThreads) void emit_tiles(
   const std::uint16_t* e = entries + static_cast<std::uint64_t>(blockIdx.x) * kTile;
   std::uint32_t* o = out + prefix[blockIdx.x];
   // offset + i in uint32 arithmetic, as the CPU writes offset + static_cast<uint32_t>(i).
-  const std::uint32_t first = offset + static_cast<std::uint32_t>(
-                                           static_cast<std::uint64_t>(blockIdx.x) * kTile);
+  const std::uint32_t first =
+      offset + static_cast<std::uint32_t>(static_cast<std::uint64_t>(blockIdx.x) * kTile);
   if constexpr (!kRanked) {
     for (std::uint32_t j = threadIdx.x; j < c; j += kTileThreads) o[j] = first + (e[j] & kPosMask);
   } else {
@@ -231,8 +235,7 @@ __global__ __launch_bounds__(kTileThreads) void emit_tiles(
       const std::uint16_t word = valid ? e[j] : 0;
       const bool is2 = valid && (word & kRankedBit) != 0;
       const bool is1 = valid && !is2;
-      const unsigned long long mine =
-          (is1 ? 1ull : 0ull) | (is2 ? (1ull << 32) : 0ull);
+      const unsigned long long mine = (is1 ? 1ull : 0ull) | (is2 ? (1ull << 32) : 0ull);
       unsigned long long before, agg;
       Scan(tmp).ExclusiveSum(mine, before, agg);
       __syncthreads();
@@ -248,10 +251,9 @@ __global__ __launch_bounds__(kTileThreads) void emit_tiles(
 }
 
 template <bool kVec, typename BinRule>
-__global__ __launch_bounds__(kHistThreads) void histogram_kernel(const float* __restrict__ part,
-                                                                 std::uint64_t n, BinRule rule,
-                                                                 int nbins,
-                                                                 unsigned long long* __restrict__ out) {
+__global__ __launch_bounds__(kHistThreads) void histogram_kernel(
+    const float* __restrict__ part, std::uint64_t n, BinRule rule, int nbins,
+    unsigned long long* __restrict__ out) {
   extern __shared__ unsigned int hist[];  // kHistCopies * nbins
   for (int i = threadIdx.x; i < kHistCopies * nbins; i += kHistThreads) hist[i] = 0;
   __syncthreads();
@@ -294,8 +296,9 @@ void check_grid(const LadderGrid& grid) {
 }
 
 void check_part(std::int64_t n, const char* what) {
-  EXDYNA_CHECK_ARG(n >= 0 && n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()),
-                   what, ": a partition of ", n, " values; expected 0..2^32-1");
+  EXDYNA_CHECK_ARG(
+      n >= 0 && n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()), what,
+      ": a partition of ", n, " values; expected 0..2^32-1");
 }
 
 // The histogram of `rule` over part into h_counts (nbins host entries, overwritten); returns
@@ -309,18 +312,18 @@ std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n
     const unsigned blocks = grid_for(w, n / 4 + 1, kHistThreads, 8);
     const std::size_t shmem = sizeof(unsigned int) * kHistCopies * static_cast<std::size_t>(nbins);
     if (aligned16(d_part))
-      EXDYNA_CUDA_LAUNCH("histogram", histogram_kernel<true, BinRule>
-                                      <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule,
-                                                                                  nbins, d_bins));
+      EXDYNA_CUDA_LAUNCH(
+          "histogram", histogram_kernel<true, BinRule>
+          <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule, nbins, d_bins));
     else
-      EXDYNA_CUDA_LAUNCH("histogram", histogram_kernel<false, BinRule>
-                                      <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule,
-                                                                                  nbins, d_bins));
+      EXDYNA_CUDA_LAUNCH(
+          "histogram", histogram_kernel<false, BinRule>
+          <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule, nbins, d_bins));
   }
   w.kernels_done();
   auto* h = w.host.as<unsigned long long>(static_cast<std::size_t>(nbins));
-  EXDYNA_CUDA(cudaMemcpyAsync(h, d_bins, sizeof(unsigned long long) * nbins,
-                              cudaMemcpyDeviceToHost, w.stream));
+  EXDYNA_CUDA(cudaMemcpyAsync(h, d_bins, sizeof(unsigned long long) * nbins, cudaMemcpyDeviceToHost,
+                              w.stream));
   w.sync();
   std::uint64_t sum = 0;
   for (int b = 0; b < nbins; ++b) {
@@ -345,22 +348,21 @@ std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, R
   std::uint32_t* d_total = counts + 3 * tiles;
   const auto grid = static_cast<unsigned>(tiles);
   if (aligned16(d_part))
-    EXDYNA_CUDA_LAUNCH("compact_tiles", compact_tiles<true, kRanked, Rule>
-                                        <<<grid, kTileThreads, 0, w.stream>>>(
-                                            d_part, n, rule, entries, tile_all, tile_ranked));
+    EXDYNA_CUDA_LAUNCH(
+        "compact_tiles", compact_tiles<true, kRanked, Rule>
+        <<<grid, kTileThreads, 0, w.stream>>>(d_part, n, rule, entries, tile_all, tile_ranked));
   else
-    EXDYNA_CUDA_LAUNCH("compact_tiles", compact_tiles<false, kRanked, Rule>
-                                        <<<grid, kTileThreads, 0, w.stream>>>(
-                                            d_part, n, rule, entries, tile_all, tile_ranked));
-  EXDYNA_CUDA_LAUNCH("scan_tiles", scan_tiles<kRanked><<<1, kScanThreads, 0, w.stream>>>(
-                                       tile_all, tile_ranked, prefix, tiles,
-                                       static_cast<long long>(need), d_total));
+    EXDYNA_CUDA_LAUNCH(
+        "compact_tiles", compact_tiles<false, kRanked, Rule>
+        <<<grid, kTileThreads, 0, w.stream>>>(d_part, n, rule, entries, tile_all, tile_ranked));
+  EXDYNA_CUDA_LAUNCH("scan_tiles", scan_tiles<kRanked>
+                     <<<1, kScanThreads, 0, w.stream>>>(tile_all, tile_ranked, prefix, tiles,
+                                                        static_cast<long long>(need), d_total));
   EXDYNA_CUDA_LAUNCH("emit_tiles", emit_tiles<kRanked><<<grid, kTileThreads, 0, w.stream>>>(
                                        entries, tile_all, tile_ranked, prefix, offset, d_out));
   w.kernels_done();
   auto* h = w.host.as<std::uint32_t>(1);
-  EXDYNA_CUDA(cudaMemcpyAsync(h, d_total, sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
-                              w.stream));
+  EXDYNA_CUDA(cudaMemcpyAsync(h, d_total, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, w.stream));
   w.sync();
   return static_cast<std::int64_t>(h[0]);
 }
@@ -389,8 +391,7 @@ std::int64_t ladder_count(Workspace& ws, const float* d_part, std::int64_t n,
 }
 
 std::int64_t take_cut(Workspace& ws, const float* d_part, std::int64_t n, std::uint32_t offset,
-                      const LadderGrid& grid, int rung, std::int64_t quota,
-                      std::uint32_t* d_out) {
+                      const LadderGrid& grid, int rung, std::int64_t quota, std::uint32_t* d_out) {
   check_grid(grid);
   check_part(n, "take_cut");
   // check_cut of ladder_cut.cpp.
@@ -409,8 +410,8 @@ std::int64_t take_cut(Workspace& ws, const float* d_part, std::int64_t n, std::u
                    " exceeds the ", in_bin, " values of bin ", rung);
   const rules::SubCut sc = rules::sub_cut(sub, cut.sub_mask, quota);
   cut.last = sc.last;
-  return compact<true>(w, d_part, static_cast<std::uint64_t>(n), CutClassRule{cut},
-                       sc.last_need, offset, d_out);
+  return compact<true>(w, d_part, static_cast<std::uint64_t>(n), CutClassRule{cut}, sc.last_need,
+                       offset, d_out);
 }
 
 }  // namespace exdyna::sparsifiers::device

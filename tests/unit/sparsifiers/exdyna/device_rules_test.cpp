@@ -29,7 +29,9 @@ namespace {
 constexpr SelectKernel kAllKernels[] = {SelectKernel::kScalar, SelectKernel::kSse2,
                                         SelectKernel::kAvx2, SelectKernel::kAvx512};
 
-float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
+float from_bits(std::uint32_t u) {
+  return std::bit_cast<float>(u);
+}
 
 // Gaussian values with specials (NaN, Inf, -0, denormals, FLT_MAX) and exact ties.
 std::vector<float> adversarial(std::size_t n, std::uint64_t seed) {
@@ -152,7 +154,8 @@ TEST(DeviceRules, BitsAndAbsMatchTheCpu) {
     EXPECT_EQ(std::bit_cast<std::uint32_t>(rules::abs_of(v)),
               std::bit_cast<std::uint32_t>(std::fabs(v)));
     EXPECT_EQ(rules::abs_bits(v), u & 0x7fffffffu);
-    for (int m = 0; m <= 10; ++m) ASSERT_EQ(rules::key_of(v, m), ladder_key(v, m)) << u << " m=" << m;
+    for (int m = 0; m <= 10; ++m)
+      ASSERT_EQ(rules::key_of(v, m), ladder_key(v, m)) << u << " m=" << m;
   }
 }
 
@@ -181,8 +184,7 @@ TEST(DeviceRules, LadderBinIsCountLadderCandidates) {
         if (!select_kernel_available(k)) continue;
         std::vector<std::int64_t> cpu(static_cast<std::size_t>(grid.rungs), 0);
         std::vector<std::uint8_t> scratch(x.size() + 64);
-        const std::size_t c =
-            count_ladder_candidates_with(k, x, grid, cpu.data(), scratch.data());
+        const std::size_t c = count_ladder_candidates_with(k, x, grid, cpu.data(), scratch.data());
         std::vector<std::int64_t> mine(cpu.size(), 0);
         const rules::GridRule g = rules::make_grid_rule(grid);
         std::size_t count = 0;
@@ -236,11 +238,13 @@ TEST(DeviceRules, ReplayedDeviceCutIsTakeCut) {
           if (bins[static_cast<std::size_t>(j)] > 0) rungs.push_back(j);
         for (const int r : rungs) {
           const std::int64_t in_bin = bins[static_cast<std::size_t>(r)];
-          for (const std::int64_t q : {std::int64_t{0}, std::int64_t{1}, in_bin / 3, in_bin - 1, in_bin}) {
+          for (const std::int64_t q :
+               {std::int64_t{0}, std::int64_t{1}, in_bin / 3, in_bin - 1, in_bin}) {
             if (q < 0 || q > in_bin) continue;
             for (const SelectKernel k : kAllKernels) {
               if (!select_kernel_available(k)) continue;
-              std::vector<std::uint32_t> ci(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(count));
+              std::vector<std::uint32_t> ci(idx.begin(),
+                                            idx.begin() + static_cast<std::ptrdiff_t>(count));
               std::vector<float> ca(abs.begin(), abs.begin() + static_cast<std::ptrdiff_t>(count));
               ci.resize(count + 64);
               ca.resize(count + 64);
@@ -248,9 +252,9 @@ TEST(DeviceRules, ReplayedDeviceCutIsTakeCut) {
               ci.resize(c);
               for (const std::size_t tile : {std::size_t{64}, std::size_t{4096}}) {
                 const auto mine = replay_device_cut(x, offset, grid, r, q, tile);
-                ASSERT_EQ(mine, ci) << to_string(k) << " m=" << grid.mant_bits << " R="
-                                    << grid.rungs << " lo_key=" << grid.lo_key << " rung=" << r
-                                    << " quota=" << q << " tile=" << tile;
+                ASSERT_EQ(mine, ci) << to_string(k) << " m=" << grid.mant_bits
+                                    << " R=" << grid.rungs << " lo_key=" << grid.lo_key
+                                    << " rung=" << r << " quota=" << q << " tile=" << tile;
               }
             }
           }
