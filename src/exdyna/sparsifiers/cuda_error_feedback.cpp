@@ -1,6 +1,5 @@
 #include "exdyna/sparsifiers/cuda_error_feedback.hpp"
 
-#include <cmath>
 #include <vector>
 
 #include "exdyna/core/timer.hpp"
@@ -35,17 +34,11 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
     float g = 0, a = 0;  // two values cross to the host, to name the offender
     dev::copy_to_host(ws_, &g, grad + acc.first_bad, sizeof(float));
     dev::copy_to_host(ws_, &a, residual_.data() + acc.first_bad, sizeof(float));
-    throw DataError(detail::concat("gradient element ", acc.first_bad, " of iteration ", iteration_,
-                                   " on rank ", comm.rank(), " is ", g, " (accumulated ", a,
-                                   "); expected a finite value"));
+    throw non_finite_gradient(acc.first_bad, iteration_, comm.rank(), g, a);
   }
   stats.times.accumulate = sw.lap();
 
-  if (opt_.measure_global_error) {
-    double e = std::sqrt(acc.residual_sq);
-    comm.allreduce_sum(std::span<double>(&e, 1));
-    stats.global_error = e / comm.size();
-  }
+  if (opt_.measure_global_error) stats.global_error = mean_residual_norm(acc.residual_sq, comm);
   sw.lap();
 
   const auto bytes_before = comm.bytes();

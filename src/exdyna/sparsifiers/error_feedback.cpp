@@ -17,6 +17,19 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_
   core::assign_huge(residual_, static_cast<std::size_t>(n_g), 0.0f);
 }
 
+DataError non_finite_gradient(std::int64_t index, std::int64_t iteration, int rank, float grad,
+                              float accumulated) {
+  return DataError(detail::concat("gradient element ", index, " of iteration ", iteration,
+                                  " on rank ", rank, " is ", grad, " (accumulated ", accumulated,
+                                  "); expected a finite value"));
+}
+
+double mean_residual_norm(double residual_sq, comm::Communicator& comm) {
+  double e = std::sqrt(residual_sq);
+  comm.allreduce_sum(std::span<double>(&e, 1));
+  return e / comm.size();
+}
+
 StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   EXDYNA_CHECK_ARG(grad.size() == residual_.size(), "gradient has ", grad.size(),
                    " elements, expected n_g = ", residual_.size());
@@ -32,19 +45,14 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
     // so restore it (acc - grad is exact for finite values, and the step is refused anyway).
     for (std::size_t i = 0; i < grad.size(); ++i) {
       if (!std::isfinite(grad[i]) || !std::isfinite(residual_[i]))
-        throw DataError(detail::concat("gradient element ", i, " of iteration ", iteration_,
-                                       " on rank ", comm.rank(), " is ", grad[i], " (accumulated ",
-                                       residual_[i], "); expected a finite value"));
+        throw non_finite_gradient(static_cast<std::int64_t>(i), iteration_, comm.rank(), grad[i],
+                                  residual_[i]);
     }
   }
   stats.times.accumulate = sw.lap();
 
-  if (opt_.measure_global_error) {
-    // Measurement traffic, outside the sparsifier's byte counts (taken around its step below).
-    double e = std::sqrt(acc.residual_sq);
-    comm.allreduce_sum(std::span<double>(&e, 1));
-    stats.global_error = e / comm.size();
-  }
+  // Measurement traffic, outside the sparsifier's byte counts (taken around its step below).
+  if (opt_.measure_global_error) stats.global_error = mean_residual_norm(acc.residual_sq, comm);
   sw.lap();
 
   const auto bytes_before = comm.bytes();

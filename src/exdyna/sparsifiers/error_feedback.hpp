@@ -49,6 +49,13 @@ class ErrorFeedback {
   std::int64_t iteration_ = 0;
 };
 
+// What the host and device error feedback share: the refusal of a non-finite gradient element,
+// naming it, and Eq. 1's global error, the mean over workers of ||e_{i,t}|| (one all-reduce of one
+// double; measurement traffic, outside the sparsifier's byte counts).
+DataError non_finite_gradient(std::int64_t index, std::int64_t iteration, int rank, float grad,
+                              float accumulated);
+double mean_residual_norm(double residual_sq, comm::Communicator& comm);
+
 // acc = residual + grad in one pass (core/reductions.hpp).
 using core::accumulate;
 using core::AccumulateResult;
