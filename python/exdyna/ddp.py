@@ -33,8 +33,11 @@ steps each bucket on the autograd thread before the hook returns (for debugging)
 are the same either way.
 
 CUDA buckets (a model on the GPU, an NCCL group; a build with the GPU path, exdyna.cuda_built())
-stay on the GPU: selection, exchange and update run there on torch's current stream, and only
-counts cross to the host. There the sparsifier is "exdyna" (controller "paper" or "exact") or
+stay on the GPU, and only counts cross to the host. Overlapped, a bucket's step runs on the State's
+own stream of that device (ordered after the stream that produced the bucket): its waits for the
+counts stop only the communication thread, while the backward kernels queued on the caller's
+stream keep the GPU busy; the future is CUDA-aware, so DDP's use of the update is ordered after
+it. overlap=False runs the step on the caller's current stream. There the sparsifier is "exdyna" (controller "paper" or "exact") or
 "dense"; the others raise ValueError at the first step.
 """
 
@@ -89,7 +92,9 @@ class State:
 
     Picklable (torch.save(state)): the sparsifiers' states travel as in state_dict(); the
     communication thread and the process group do not, and the loaded State uses the default
-    group (as PowerSGDState does).
+    group (as PowerSGDState does). It loads with torch.load's default weights_only=True (torch
+    2.6 and later): importing exdyna.ddp registers State as a safe global, whose __setstate__
+    accepts only a state_dict() and its configuration.
     """
 
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
@@ -107,6 +112,7 @@ class State:
         self.start_iter = start_iter
         self.min_compression_rate = float(min_compression_rate)
         self._thread = None  # the communication thread, started on the first overlapped bucket
+        self._streams = {}  # device index -> the communication thread's CUDA stream
         self._group = _resolve_group(process_group)
         self.sparsifier = sparsifier
         self.target_density = density
@@ -193,6 +199,15 @@ class State:
             self._thread = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="exdyna-comm")
         return self._thread.submit(work)
+
+    def comm_stream(self, device):
+        """The stream the communication thread steps device's buckets on (made at first use)."""
+        stream = self._streams.get(device.index)
+        if stream is None:
+            # High priority: its short kernels, between waits for the counts, are not queued
+            # behind the backward pass's long ones.
+            stream = self._streams[device.index] = torch.cuda.Stream(device, priority=-1)
+        return stream
 
     def drain(self):
         """Waits until the communication thread has finished what was submitted."""
@@ -385,9 +400,15 @@ class State:
         self.target_density = config["density"]
         self.options = options
         self._thread = None
+        self._streams = {}
         self._group = None
         self._reset()
         self.load_state_dict(pickled["state_dict"])
+
+
+# torch >= 2.4: torch.load(weights_only=True), the default from 2.6, builds only registered classes.
+if hasattr(torch.serialization, "add_safe_globals"):
+    torch.serialization.add_safe_globals([State])
 
 
 def _layout(bucket):
@@ -399,13 +420,18 @@ def _layout(bucket):
     return out if offset == bucket.buffer().numel() else None
 
 
-def _stream_of(buf):
-    """A context that makes the stream buf's gradient was produced on (the hook caller's current
-    stream) current in the communication thread too, so the step's kernels and collectives are
-    ordered after it."""
+def _stream_of(state, buf):
+    """The context the bucket's step runs in. CUDA, overlapped: the State's stream of the device,
+    made to wait for the caller's current stream, which produced buf. CUDA, not overlapped: the
+    caller's current stream."""
     if not buf.is_cuda:
         return contextlib.nullcontext()
-    return torch.cuda.stream(torch.cuda.current_stream(buf.device))
+    caller = torch.cuda.current_stream(buf.device)
+    if not state.overlap:
+        return torch.cuda.stream(caller)
+    mine = state.comm_stream(buf.device)
+    mine.wait_stream(caller)
+    return torch.cuda.stream(mine)
 
 
 def _shape_text(p):
@@ -428,8 +454,10 @@ def hook(state, bucket):
     index, iteration = bucket.index(), state.iter
     if bucket.is_last():
         state.end_iteration()
-    fut = torch.futures.Future()
-    stream = _stream_of(buf)
+    # CUDA: set_result records an event on the thread's current stream, and DDP's wait on the
+    # future makes its own stream wait for that event (and keeps update's memory until then).
+    fut = torch.futures.Future(devices=[buf.device]) if buf.is_cuda else torch.futures.Future()
+    stream = _stream_of(state, buf)
     dense_bytes = buf.numel() * buf.element_size()
 
     def step():
@@ -446,11 +474,10 @@ def hook(state, bucket):
                 else:
                     update = sp.step(buf)
                     stats = sp.stats
-            state.record(index, stats, dense_bytes)
+                state.record(index, stats, dense_bytes)
+                fut.set_result(update)  # inside the stream's context: the event goes on it
         except BaseException as e:  # noqa: B036 - the user sees it when DDP waits on the future
             fut.set_exception(e)
-            return
-        fut.set_result(update)
 
     if state.overlap:
         state.submit(step)

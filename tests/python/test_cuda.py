@@ -148,6 +148,40 @@ def test_ddp_hook_on_cuda_buckets(nccl_one):
         assert s["world_size"] == 1 and s["k_total"] > 0
 
 
+def _train_cuda_ddp(overlap, steps=6):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 4000), nn.ReLU(), nn.Linear(4000, 1000), nn.ReLU(),
+                        nn.Linear(1000, 10)).cuda()
+    model = DDP(net, device_ids=[0], bucket_cap_mb=2)
+    state = exdyna.ddp.State(density=0.02, overlap=overlap, controller="exact")
+    model.register_comm_hook(state, exdyna.ddp.hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for _ in range(steps):
+        x = torch.randn(512, 256, device="cuda", generator=g)
+        y = torch.randint(0, 10, (512,), device="cuda", generator=g)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    torch.cuda.synchronize()
+    return [p.detach().clone() for p in model.parameters()], state
+
+
+@needs_gpu
+def test_ddp_hook_on_its_own_stream_equals_the_synchronous_hook(nccl_one):
+    """Overlapped, the steps run on the State's stream while backward runs on the caller's: a
+    missing wait either way (the bucket read before backward wrote it, the update used before the
+    step wrote it) changes the parameters."""
+    mine, state = _train_cuda_ddp(True)
+    sync, sync_state = _train_cuda_ddp(False)
+    assert list(state._streams) == [0] and not sync_state._streams
+    assert state.steps == sync_state.steps >= 6
+    for i, (p, q) in enumerate(zip(mine, sync)):
+        assert torch.equal(p, q), f"parameter {i} differs between the overlapped and the sync hook"
+
+
 # --- (c) no GPU path: a clear refusal ------------------------------------------------------------
 
 def _without_gpu_path():
