@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: the full build's CTest suite (unit, multi-process engine
 # and training tests), then the Python package installed with pip into .venv and its pytest suite
-# (scripts/python-package.sh), then the core unit tests again built with AddressSanitizer and
+# (scripts/python-package.sh), then the library alone (EXDYNA_MINIMAL) with its unit tests and the
+# install test, then the core unit tests again built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (no MPI, no libtorch), then the libFuzzer targets of tests/fuzz (clang;
 # 60 s each, two at a time; skipped with a reason where clang or its fuzzer runtime is missing).
 set -euo pipefail
@@ -15,6 +16,13 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -LE 'long|py
 
 # The Python package as a user installs it: a venv, `pip install --no-build-isolation .`, pytest.
 bash scripts/python-package.sh
+
+# The library alone, as on a machine with only a compiler and CMake (EXDYNA_MINIMAL: no MPI,
+# libtorch, JSON, CLI11, pybind11 or CUDA): its unit tests, then the install test (cmake --install,
+# then examples/cpp built against the installed tree with find_package(exdyna)).
+cmake -S . -B build-minimal -G Ninja -DCMAKE_BUILD_TYPE=Release -DEXDYNA_MINIMAL=ON
+cmake --build build-minimal -j "$jobs"
+ctest --test-dir build-minimal --output-on-failure -j "$jobs" --timeout 900
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEXDYNA_SANITIZE=ON \
   -DEXDYNA_WITH_MPI=OFF -DEXDYNA_WITH_TORCH=OFF -DEXDYNA_BUILD_BENCHMARKS=OFF
