@@ -1,6 +1,6 @@
 // A Communicator over a c10d::ProcessGroup that somebody else created and rendezvoused: the one a
 // PyTorch user already has (torch.distributed's default group, or the group DDP uses), handed
-// over from Python by the binding (src/exdyna/python/bindings.cpp). No second rendezvous, no store
+// over from Python by the binding (python/bindings.cpp). No second rendezvous, no store
 // of our own: every collective is a call on the group, so it shares the group's connections and its
 // ordering with the user's own collectives.
 //
