@@ -295,9 +295,13 @@ assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
     --out '$OUTDIR/ddp_resnet18.json' ${QUICK[*]}"
   # the CPU tests of the package (built by pip against this torch) with what time is left
   # -v: each test's outcome is in the log as it ends, so a run killed at its limit still shows
-  # the tests that failed before (the summary counts them)
+  # the tests that failed before (the summary counts them). Four processes where pytest-xdist is
+  # installed: the suite is mostly multi-rank Gloo runs waiting on each other (over 150 s serial).
+  xdist_opt=()
+  "$VPY" -c 'import xdist' >/dev/null 2>&1 && xdist_opt=(-n 4)
   stage pytest-cpu 150 bash -c "cd /tmp && '$VPY' -m pytest -v -rfEs -p no:cacheprovider \
-    ${timeout_opt[*]} --junitxml='$OUTDIR/pytest-cpu.xml' --ignore='$REPO/tests/python/test_cuda.py' \
+    ${xdist_opt[*]} ${timeout_opt[*]} --junitxml='$OUTDIR/pytest-cpu.xml' \
+    --ignore='$REPO/tests/python/test_cuda.py' \
     '$REPO/tests/python'"
 else
   for s in py-import pytest-cuda bench-select bench-ddp pytest-cpu; do
@@ -355,7 +359,8 @@ def failed_in_log(stage):
         if line.startswith("=== ["):
             inside = line.startswith(f"=== [{stage}] ") and "(limit" in line
         elif inside and "::" in line and (" FAILED" in line or " ERROR" in line):
-            bad.append(line.split()[0])
+            # "path::test FAILED [ 5%]", or with pytest-xdist "[gw1] [ 5%] FAILED path::test"
+            bad.append(next(w for w in line.split() if "::" in w))
     return bad
 
 # racecheck and pytest-cpu run on what time is left: their timeout fails nothing, unless a test
