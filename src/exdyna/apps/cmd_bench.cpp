@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/engine_cli.hpp"
 #include "exdyna/core/error.hpp"
@@ -49,32 +50,6 @@ struct BenchCommOptions {
   std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast",
                                "alltoall"};
 };
-
-std::uint64_t parse_size(const std::string& s, const char* opt) {
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  EXDYNA_CHECK_ARG(pos > 0, opt, " '", s,
-                   "' is not valid; expected a size such as 4096, 64K, 16M or 1G");
-  std::string suffix = s.substr(pos);
-  double mul = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    mul = 1024;
-  else if (suffix == "M" || suffix == "MiB")
-    mul = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB")
-    mul = 1024.0 * 1024 * 1024;
-  else
-    EXDYNA_CHECK_ARG(suffix.empty() || suffix == "B", opt, " '", s,
-                     "' has an unknown unit; expected B, K, M or G");
-  EXDYNA_CHECK_ARG(v > 0 && v * mul <= 4.0 * 1024 * 1024 * 1024, opt, " '", s,
-                   "' is not valid; expected 4 B .. 4 GiB");
-  return static_cast<std::uint64_t>(v * mul);
-}
 
 // Uneven per-rank element counts summing to total: rank r gets a share proportional to r + 1
 // (balanced: equal shares); every rank at least 1 element.
@@ -320,10 +295,10 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o, int iters) {
 
 void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   check_same_options(o, c);
-  const std::uint64_t lo = parse_size(o.min_bytes, "--min-bytes");
-  const std::uint64_t hi = parse_size(o.max_bytes, "--max-bytes");
+  const std::uint64_t lo = parse_byte_size(o.min_bytes, "--min-bytes");
+  const std::uint64_t hi = parse_byte_size(o.max_bytes, "--max-bytes");
   EXDYNA_CHECK_ARG(lo <= hi, "--min-bytes ", lo, " is larger than --max-bytes ", hi);
-  const std::uint64_t small = parse_size(o.small_below, "--small-below");
+  const std::uint64_t small = parse_byte_size(o.small_below, "--small-below");
   std::vector<const BenchOp*> ops;
   for (const auto& name : o.ops) ops.push_back(&find_op(name));
   const bool print = c.rank() == 0;

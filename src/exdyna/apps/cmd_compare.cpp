@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/sparsifier_cli.hpp"
 #include "exdyna/comm/engines/launcher.hpp"
@@ -45,32 +46,6 @@ struct CompareArgs {
   std::vector<GivenOption> given;
   std::string command_line;
 };
-
-int parse_int(const std::string& s, const char* opt, int lo, int hi) {
-  std::size_t pos = 0;
-  long v = 0;
-  try {
-    v = std::stol(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  EXDYNA_CHECK_ARG(pos == s.size() && pos > 0 && v >= lo && v <= hi, opt, " '", s,
-                   "' is not valid; expected an integer in ", lo, " .. ", hi);
-  return static_cast<int>(v);
-}
-
-double parse_density(const std::string& s) {
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  EXDYNA_CHECK_ARG(pos == s.size() && pos > 0 && v > 0 && v <= 1, "--density '", s,
-                   "' is not valid; expected a density in (0, 1]");
-  return v;
-}
 
 std::string self_exe() {
   std::error_code ec;
@@ -149,11 +124,11 @@ eval::MatrixOptions matrix_options(const CompareArgs& a) {
   m.labels.clear();
   for (const auto& l : a.sparsifiers) m.labels.push_back(eval::variant_for(l).label);
   m.workers.clear();
-  for (const auto& w : a.workers) m.workers.push_back(parse_int(w, "--workers", 1, 250));
+  for (const auto& w : a.workers) m.workers.push_back(parse_int_in(w, "--workers", 1, 250));
   m.bandwidths.clear();
   for (const auto& b : a.bandwidth) m.bandwidths.push_back(eval::parse_rate(b, "--bandwidth"));
   m.densities.clear();
-  for (const auto& d : a.density) m.densities.push_back(parse_density(d));
+  for (const auto& d : a.density) m.densities.push_back(parse_density(d, "--density"));
   EXDYNA_CHECK_ARG(
       !m.labels.empty() && !m.workers.empty() && !m.bandwidths.empty() && !m.densities.empty(),
       "--sparsifiers, --workers, --bandwidth and --density need one value at least");
