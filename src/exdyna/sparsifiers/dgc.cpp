@@ -4,11 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/hash.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -38,8 +35,7 @@ std::size_t dgc_sample_size(std::size_t n, double density, double ratio) {
 
 DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
                        std::uint64_t stream_key, std::vector<Index>& indices, DgcScratch& scratch) {
-  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "dgc: density ", density,
-                   " is not valid; expected a value in (0, 1]");
+  check_density("dgc", density);
   EXDYNA_CHECK_ARG(std::isfinite(ratio) && ratio > 0 && ratio <= 1, "--dgc-sample ", ratio,
                    " is not valid; expected a value in (0, 1]");
   DgcEstimate est;
@@ -57,8 +53,7 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(ks - 1),
                    sample.end(), std::greater<float>());
   est.threshold = sample[ks - 1];
-  est.passed = sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(est.threshold),
-                                             0, indices.data());
+  est.passed = select_at_estimate(acc, est.threshold, indices);
   est.count = est.passed;
   if (k > 0 && 3 * est.passed > 4 * k) {
     est.count = refine(acc, est.passed, k, indices, scratch);
@@ -67,34 +62,28 @@ DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
   return est;
 }
 
-Dgc::Dgc(const SparsifierConfig& cfg) : cfg_(cfg), density_(cfg.density) {
-  cfg_.validate();
-}
+Dgc::Dgc(const SparsifierConfig& cfg)
+    : ThresholdUnion(cfg, ThresholdSource::kPerWorker), density_(cfg.density) {}
 
 void Dgc::set_density(double density) {
-  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "dgc: density ", density,
-                   " is not valid; expected a value in (0, 1]");
-  EXDYNA_CHECK_ARG(std::floor(density * static_cast<double>(cfg_.n_g)) >= 1, "dgc: density ",
-                   density, " selects no element of n_g = ", cfg_.n_g, "; expected d * n_g >= 1");
+  check_density("dgc", density);
+  EXDYNA_CHECK_ARG(std::floor(density * static_cast<double>(cfg().n_g)) >= 1, "dgc: density ",
+                   density, " selects no element of n_g = ", cfg().n_g, "; expected d * n_g >= 1");
   density_ = density;
+}
+
+ThresholdSelection Dgc::select(std::span<const float> acc, std::vector<Index>& indices) {
+  // One sample stream per (rank, iteration): workers sample independently, runs repeat.
+  const std::uint64_t key = core::splitmix64_mix(static_cast<std::uint64_t>(cfg().rank) + 1) ^
+                            core::splitmix64_mix(static_cast<std::uint64_t>(iteration_) ^
+                                                 0x6467630000000000ULL);  // "dgc"
+  const auto est = dgc_select(acc, density_, cfg().dgc.sample, key, indices, scratch_);
+  return {est.threshold, est.count};
 }
 
 void Dgc::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
                StepStats& stats) {
-  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "dgc: gradient has ",
-                   acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::PhaseStopwatch sw;
-  // One sample stream per (rank, iteration): workers sample independently, runs repeat.
-  const std::uint64_t key = core::splitmix64_mix(static_cast<std::uint64_t>(cfg_.rank) + 1) ^
-                            core::splitmix64_mix(static_cast<std::uint64_t>(iteration_) ^
-                                                 0x6467630000000000ULL);  // "dgc"
-  const auto est = dgc_select(acc, density_, cfg_.dgc.sample, key, mine_, scratch_);
-  stats.times.select += sw.lap();
-  stats.times.select_cpu += sw.last_cpu();
-  stats.k_target = static_cast<std::int64_t>(std::floor(density_ * static_cast<double>(cfg_.n_g)));
-  stats.target_density = density_;
-  exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
-                                comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
+  ThresholdUnion::step(acc, comm, out, stats);
   ++iteration_;
 }
 

@@ -11,7 +11,7 @@
 // of 64 / d samples (so that at least 64 sampled values lie above the threshold: the count's
 // relative standard deviation is about 1 / sqrt(d s) <= 1/8), the band 4k/3 and sampling with
 // replacement are our choices. Fewer than k passing is accepted, as in the paper.
-// Then, like Top-k: the lists are all-gathered, united, and acc all-reduced at the union.
+// Then the union step of threshold_union.hpp, with each worker's sampled threshold.
 //
 // DGC's other parts belong to the optimizer, not to the selection: momentum correction (the
 // velocity, not the gradient, is accumulated), momentum factor masking and local gradient
@@ -28,8 +28,7 @@
 
 #include "exdyna/core/topk_select.hpp"
 #include "exdyna/sparsifiers/config.hpp"
-#include "exdyna/sparsifiers/sparse_exchange.hpp"
-#include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/threshold_union.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -54,13 +53,14 @@ struct DgcScratch {
 DgcEstimate dgc_select(std::span<const float> acc, double density, double ratio,
                        std::uint64_t stream_key, std::vector<Index>& indices, DgcScratch& scratch);
 
-class Dgc final : public Sparsifier {
+class Dgc final : public ThresholdUnion {
  public:
   explicit Dgc(const SparsifierConfig& cfg);
   std::string_view name() const override { return "dgc"; }
+  // The union step, then the next iteration's sample stream.
   void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
             StepStats& stats) override;
-  std::string fingerprint() const override { return "dgc;" + cfg_.fingerprint(); }
+  std::string fingerprint() const override { return "dgc;" + cfg().fingerprint(); }
   std::vector<std::byte> save_state() const override;
   void load_state(std::span<const std::byte> state) override;
 
@@ -71,12 +71,12 @@ class Dgc final : public Sparsifier {
   double density() const { return density_; }
 
  private:
-  SparsifierConfig cfg_;
-  double density_;  // the current density; cfg_.density unless set_density changed it
+  ThresholdSelection select(std::span<const float> acc, std::vector<Index>& indices) override;
+  double target_density() const override { return density_; }
+
+  double density_;  // the current density; the configured one unless set_density changed it
   std::int64_t iteration_ = 0;
-  std::vector<Index> mine_;
   DgcScratch scratch_;
-  ExchangeBuffers bufs_;
 };
 
 }  // namespace exdyna::sparsifiers

@@ -2,14 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
-#include "exdyna/core/byte_io.hpp"
-#include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/normal_quantile.hpp"
 #include "exdyna/core/reductions.hpp"
-#include "exdyna/core/timer.hpp"
-#include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -21,13 +16,10 @@ constexpr int kMaxCorrections = 3;
 
 GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
                                    std::vector<Index>& indices) {
-  EXDYNA_CHECK_ARG(std::isfinite(density) && density > 0 && density <= 1, "gaussiank: density ",
-                   density, " is not valid; expected a value in (0, 1]");
+  check_density("gaussiank", density);
   GaussianKEstimate est;
-  core::resize_huge(indices, acc.size());
-  if (acc.empty()) return est;
-  if (density >= 1) {
-    est.count = sparsifiers::select_threshold(acc, 0.0f, 0, indices.data());
+  if (const auto count = select_without_estimate(acc, density, indices)) {
+    est.count = *count;
     return est;
   }
   const double n = static_cast<double>(acc.size());
@@ -38,8 +30,7 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   est.threshold = std::fabs(mu) - sigma * core::normal_quantile(density / 2);
   const double k = std::floor(density * n);
   for (;;) {
-    est.count = sparsifiers::select_threshold(acc, sparsifiers::as_compare_threshold(est.threshold),
-                                              0, indices.data());
+    est.count = select_at_estimate(acc, est.threshold, indices);
     const double c = static_cast<double>(est.count);
     const bool few = c<2 * k / 3, many = c> 4 * k / 3;
     if ((!few && !many) || est.corrections == kMaxCorrections) break;
@@ -49,26 +40,9 @@ GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
   return est;
 }
 
-GaussianK::GaussianK(const SparsifierConfig& cfg) : cfg_(cfg) {
-  cfg_.validate();
-}
-
-void GaussianK::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                     StepStats& stats) {
-  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g, "gaussiank: gradient has ",
-                   acc.size(), " elements, expected n_g = ", cfg_.n_g);
-  core::PhaseStopwatch sw;
-  const auto est = gaussiank_select(acc, cfg_.density, mine_);
-  stats.times.select += sw.lap();
-  stats.times.select_cpu += sw.last_cpu();
-  stats.k_target = cfg_.k();
-  stats.target_density = cfg_.density;
-  exchange_union_with_threshold(acc, std::span<const Index>(mine_.data(), est.count), est.threshold,
-                                comm, cfg_.gather_mode, cfg_.values, out, stats, bufs_);
-}
-
-void GaussianK::load_state(std::span<const std::byte> state) {
-  core::ByteReader(state, "gaussiank state").expect_end();
+ThresholdSelection GaussianK::select(std::span<const float> acc, std::vector<Index>& indices) {
+  const auto est = gaussiank_select(acc, cfg().density, indices);
+  return {est.threshold, est.count};
 }
 
 }  // namespace exdyna::sparsifiers

@@ -12,8 +12,7 @@
 // [2k/3, 4k/3], the factors 0.5 and 1.5 and the limit of 3 corrections are our choice (the
 // factors are asymmetric so that an overshoot followed by an undershoot does not return to the
 // same threshold). With d = 1 every element is selected.
-// Then, like Top-k: the lists are all-gathered (padded or exact), united, and acc all-reduced at
-// the union; workers' sets overlap (build-up) and their counts differ.
+// Then the union step of threshold_union.hpp, with each worker's own threshold.
 //
 // Cost: 2 to 5 read passes over acc (the moments, then one selection per threshold tried).
 // Statistics: threshold is the mean over workers of their final thresholds, all-gathered with the
@@ -23,8 +22,7 @@
 #include <vector>
 
 #include "exdyna/sparsifiers/config.hpp"
-#include "exdyna/sparsifiers/sparse_exchange.hpp"
-#include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/threshold_union.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -39,20 +37,15 @@ struct GaussianKEstimate {
 GaussianKEstimate gaussiank_select(std::span<const float> acc, double density,
                                    std::vector<Index>& indices);
 
-class GaussianK final : public Sparsifier {
+class GaussianK final : public ThresholdUnion {
  public:
-  explicit GaussianK(const SparsifierConfig& cfg);
+  explicit GaussianK(const SparsifierConfig& cfg)
+      : ThresholdUnion(cfg, ThresholdSource::kPerWorker) {}
   std::string_view name() const override { return "gaussiank"; }
-  void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            StepStats& stats) override;
-  std::string fingerprint() const override { return "gaussiank;" + cfg_.fingerprint(); }
-  std::vector<std::byte> save_state() const override { return {}; }
-  void load_state(std::span<const std::byte> state) override;
+  std::string fingerprint() const override { return "gaussiank;" + cfg().fingerprint(); }
 
  private:
-  SparsifierConfig cfg_;
-  std::vector<Index> mine_;
-  ExchangeBuffers bufs_;
+  ThresholdSelection select(std::span<const float> acc, std::vector<Index>& indices) override;
 };
 
 }  // namespace exdyna::sparsifiers

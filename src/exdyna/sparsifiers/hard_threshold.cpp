@@ -3,46 +3,27 @@
 #include <cmath>
 #include <sstream>
 
-#include "exdyna/core/byte_io.hpp"
 #include "exdyna/core/huge_pages.hpp"
-#include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/exdyna/selection.hpp"
 
 namespace exdyna::sparsifiers {
 
-HardThreshold::HardThreshold(const SparsifierConfig& cfg) : cfg_(cfg) {
-  cfg_.validate();
-  threshold_ = cfg_.hard_threshold >= 0 ? cfg_.hard_threshold
-                                        : 1.0 / (2.0 * std::sqrt(static_cast<double>(cfg_.k())));
-}
+HardThreshold::HardThreshold(const SparsifierConfig& cfg)
+    : ThresholdUnion(cfg, ThresholdSource::kShared),
+      threshold_(cfg.hard_threshold >= 0 ? cfg.hard_threshold
+                                         : 1.0 / (2.0 * std::sqrt(static_cast<double>(cfg.k())))) {}
 
-void HardThreshold::step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-                         StepStats& stats) {
-  EXDYNA_CHECK_ARG(static_cast<std::int64_t>(acc.size()) == cfg_.n_g,
-                   "hard-threshold: gradient has ", acc.size(),
-                   " elements, expected n_g = ", cfg_.n_g);
-  core::PhaseStopwatch sw;
-  core::resize_huge(mine_, acc.size());  // select_threshold needs room for every element
-  const std::size_t c =
-      sparsifiers::select_threshold(acc, static_cast<float>(threshold_), 0, mine_.data());
-  stats.times.select += sw.lap();
-  stats.times.select_cpu += sw.last_cpu();
-  stats.threshold = threshold_;
-  stats.k_target = cfg_.k();
-  stats.target_density = cfg_.density;
-  exchange_union(acc, std::span<const Index>(mine_.data(), c), {}, comm, cfg_.gather_mode,
-                 cfg_.values, out, stats, bufs_);
+ThresholdSelection HardThreshold::select(std::span<const float> acc, std::vector<Index>& indices) {
+  core::resize_huge(indices, acc.size());  // select_threshold needs room for every element
+  // Plainly in float, not as an estimate: a configured threshold of 0 selects exact zeros too.
+  return {threshold_, select_threshold(acc, static_cast<float>(threshold_), 0, indices.data())};
 }
 
 std::string HardThreshold::fingerprint() const {
   std::ostringstream os;
   os.precision(17);
-  os << "hard-threshold;threshold=" << threshold_ << ";" << cfg_.fingerprint();
+  os << "hard-threshold;threshold=" << threshold_ << ";" << cfg().fingerprint();
   return os.str();
-}
-
-void HardThreshold::load_state(std::span<const std::byte> state) {
-  core::ByteReader(state, "hard-threshold state").expect_end();
 }
 
 }  // namespace exdyna::sparsifiers

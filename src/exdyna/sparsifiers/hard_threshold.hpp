@@ -1,8 +1,7 @@
 // Hard-threshold sparsification (Sahu et al., "Rethinking gradient sparsification as total error
 // minimization", NeurIPS 2021; the paper's baseline [hardthreshold]): one threshold, fixed before
 // training, over the whole accumulated gradient; each worker selects every |acc| >= threshold,
-// the workers all-gather their lists (padded, as the paper, or exact), take the union and
-// all-reduce acc at it.
+// then the union step of threshold_union.hpp (padded all-gather, as the paper, or exact).
 //
 // Threshold: cfg.hard_threshold, or 1 / (2 sqrt(k)) with k = floor(d n_g) when it is negative
 // (the same value ExDyna starts from). Kept in double, compared in float: |acc| >= (float)thr.
@@ -12,28 +11,21 @@
 #pragma once
 
 #include "exdyna/sparsifiers/config.hpp"
-#include "exdyna/sparsifiers/sparse_exchange.hpp"
-#include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/threshold_union.hpp"
 
 namespace exdyna::sparsifiers {
 
-class HardThreshold final : public Sparsifier {
+class HardThreshold final : public ThresholdUnion {
  public:
   explicit HardThreshold(const SparsifierConfig& cfg);
   std::string_view name() const override { return "hard-threshold"; }
-  void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            StepStats& stats) override;
   std::string fingerprint() const override;
-  // No mutable state: the threshold is fixed by the configuration.
-  std::vector<std::byte> save_state() const override { return {}; }
-  void load_state(std::span<const std::byte> state) override;
   double threshold() const { return threshold_; }
 
  private:
-  SparsifierConfig cfg_;
+  ThresholdSelection select(std::span<const float> acc, std::vector<Index>& indices) override;
+
   double threshold_;
-  std::vector<Index> mine_;  // room for n_g indices, allocated on the first step
-  ExchangeBuffers bufs_;
 };
 
 }  // namespace exdyna::sparsifiers

@@ -12,21 +12,18 @@
 //             fitted again (the exponential is memoryless, so they are exponential too):
 //             eta_m = eta_{m-1} + mean(exceedances) * ln(1 / delta_m)
 // and the worker selects every |acc| >= eta_M. Each worker estimates its own threshold over its
-// whole vector; the lists are all-gathered (padded or exact), united, and acc all-reduced at the
-// union, like Top-k.
+// whole vector; then the union step of threshold_union.hpp.
 //
 // Cost: M + 1 branch-free read passes over acc: the mean, one exceedance pass per later stage,
 // and the selection at eta_M (sparsifiers::select_threshold).
 // Invariants: the selected set is {i : |acc_i| >= (float)eta_M}; if acc is all zero nothing is
-// selected (count 0), never the whole vector. d = 1 selects everything. Workers' sets overlap
-// (build-up) and their counts differ (padding), as the paper says of threshold sparsifiers.
+// selected (count 0), never the whole vector. d = 1 selects everything.
 // Statistics: threshold is the mean over workers of their eta_M, all-gathered with the counts.
 #pragma once
 
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/config.hpp"
-#include "exdyna/sparsifiers/sparse_exchange.hpp"
-#include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/threshold_union.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -46,23 +43,16 @@ using core::Exceedance;
 using core::exceedances;
 using core::sum_abs;
 
-class Sidco final : public Sparsifier {
+class Sidco final : public ThresholdUnion {
  public:
-  explicit Sidco(const SparsifierConfig& cfg);
+  explicit Sidco(const SparsifierConfig& cfg) : ThresholdUnion(cfg, ThresholdSource::kPerWorker) {}
   std::string_view name() const override { return "sidco"; }
-  void step(std::span<const float> acc, comm::Communicator& comm, SparseResult& out,
-            StepStats& stats) override;
   std::string fingerprint() const override {
-    return "sidco;model=exponential;" + cfg_.fingerprint();
+    return "sidco;model=exponential;" + cfg().fingerprint();
   }
-  // No mutable state: every threshold is estimated afresh from the step's acc.
-  std::vector<std::byte> save_state() const override { return {}; }
-  void load_state(std::span<const std::byte> state) override;
 
  private:
-  SparsifierConfig cfg_;
-  std::vector<Index> mine_;
-  ExchangeBuffers bufs_;
+  ThresholdSelection select(std::span<const float> acc, std::vector<Index>& indices) override;
 };
 
 }  // namespace exdyna::sparsifiers
