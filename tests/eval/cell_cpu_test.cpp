@@ -1,6 +1,5 @@
 // The CPU times compare charges a cell from its ranks' per-iteration statistics.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/cell_cpu.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace {
 
@@ -19,16 +19,13 @@ struct Iter {
   double cpu, cpu_comm, select_cpu;
 };
 
-class CellCpu : public ::testing::Test {
+class CellCpu : public TempDirTest {
  protected:
+  CellCpu() : TempDirTest("exdyna_cell_cpu_") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("exdyna_cell_cpu_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    TempDirTest::SetUp();
     fs::create_directories(dir_ / "logs");
   }
-  void TearDown() override { fs::remove_all(dir_); }
   // Rank r's stats file with one row per iteration, iterations 0, 1, ...
   void write(int r, const std::vector<Iter>& its, bool with_cpu_columns = true) {
     const fs::path p =
@@ -42,7 +39,6 @@ class CellCpu : public ::testing::Test {
       f << '\n';
     }
   }
-  fs::path dir_;
 };
 
 TEST_F(CellCpu, TheMedianOfTheSlowestRankPerIterationLessItsTimeInCollectives) {

@@ -19,6 +19,7 @@
 #include "exdyna/eval/rank_launch.hpp"
 #include "exdyna/sim/shell.hpp"
 #include "fixtures.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace exdyna::eval {
 namespace {
@@ -29,27 +30,15 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kWorkers = 4;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class NetworkFaults : public ::testing::Test {
+class NetworkFaults : public TempDirTest {
  protected:
+  NetworkFaults() : TempDirTest("exdyna_faults_") {}
   void SetUp() override {
     if (const auto why = netns_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
     if (const auto why = faults_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
     if (exdyna_tool().empty()) GTEST_SKIP() << "the exdyna tool is not built (or set EXDYNA_TOOL)";
-    dir_ = fs::temp_directory_path() /
-           ("exdyna_faults_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<std::string> simulate_args(int iterations, double timeout_s) const {
     return {exdyna_tool().string(),
@@ -77,7 +66,7 @@ class NetworkFaults : public ::testing::Test {
     argv.insert(argv.end(), {"--backend", "local", "--decisions", csv.string()});
     const auto r = run_ranks({{argv, {}}}, dir_ / "reference", std::chrono::seconds(120));
     EXPECT_TRUE(r.ok) << r.why << "\n" << r.stderr_tail;
-    return slurp(csv);
+    return read_file(csv);
   }
 
   // Starts the ranks inside `hosts` on a thread; the caller injects faults meanwhile.
@@ -104,7 +93,7 @@ class NetworkFaults : public ::testing::Test {
 
   // Rank 0 writes the decisions (every rank holds the same ones: the engine tests check that).
   void expect_same_decisions(const std::string& ref) const {
-    const std::string got = slurp(dir_ / "rank0.csv");
+    const std::string got = read_file(dir_ / "rank0.csv");
     if (got == ref) return;
     std::istringstream a(got), b(ref);
     std::string la, lb;
@@ -115,10 +104,8 @@ class NetworkFaults : public ::testing::Test {
   }
 
   std::string log(int r) const {
-    return slurp(dir_ / "logs" / ("rank" + std::to_string(r) + ".err"));
+    return read_file(dir_ / "logs" / ("rank" + std::to_string(r) + ".err"));
   }
-
-  fs::path dir_;
 };
 
 TEST_F(NetworkFaults, PacketLossKeepsTheDecisions) {

@@ -14,6 +14,7 @@
 #include "exdyna/eval/hosts.hpp"
 #include "exdyna/eval/matrix.hpp"
 #include "exdyna/eval/rank_launch.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace {
 
@@ -128,30 +129,27 @@ TEST(Matrix, ModelCollectivesFollowRingAndTree) {
   EXPECT_DOUBLE_EQ(model_collective_s("allreduce", 1, 1'000'000'000, 0, b), 0);
 }
 
-TEST(RankLaunch, AFailedRankFailsTheJobWithItsStderrAndTheOthersAreStopped) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("exd-launch-" + std::to_string(getpid()));
+// Each test's own directory for the ranks' logs, removed when it ends.
+using RankLaunch = TempDirTest;
+
+TEST_F(RankLaunch, AFailedRankFailsTheJobWithItsStderrAndTheOthersAreStopped) {
   std::vector<RankCommand> ranks(2);
   ranks[0].argv = {"/bin/sh", "-c", "echo \"boom $X\" >&2; exit 3"};
   ranks[0].env = {{"X", "from-env"}};
   ranks[1].argv = {"/bin/sleep", "600"};  // would hang the test without the launcher's kill
-  const auto r = run_ranks(ranks, dir, std::chrono::seconds(300));
+  const auto r = run_ranks(ranks, dir_, std::chrono::seconds(300));
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.failed_rank, 0);
   EXPECT_EQ(r.why, "exit 3");
   EXPECT_NE(r.stderr_tail.find("boom from-env"), std::string::npos) << r.stderr_tail;
-  std::filesystem::remove_all(dir);
 }
 
-TEST(RankLaunch, ADeadlineKillsAHungJob) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("exd-hang-" + std::to_string(getpid()));
+TEST_F(RankLaunch, ADeadlineKillsAHungJob) {
   std::vector<RankCommand> ranks(1);
   ranks[0].argv = {"/bin/sleep", "600"};
-  const auto r = run_ranks(ranks, dir, std::chrono::milliseconds(300));
+  const auto r = run_ranks(ranks, dir_, std::chrono::milliseconds(300));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.why.find("timed out"), std::string::npos) << r.why;
-  std::filesystem::remove_all(dir);
 }
 
 bool has_qdisc(const HostSet& h, int rank) {

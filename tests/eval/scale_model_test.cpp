@@ -11,6 +11,7 @@
 #include "exdyna/eval/measurements.hpp"
 #include "exdyna/eval/scale_model.hpp"
 #include "fixtures.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace exdyna::eval {
 namespace {
@@ -29,13 +30,9 @@ std::vector<CommPoint> allreduce_sweep(std::initializer_list<int> workers) {
   return pts;
 }
 
-fs::path temp_dir(const std::string& name) {
-  const auto d =
-      fs::temp_directory_path() / ("exdyna_eval_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+// Each test's own directory (for the ones that write measurement files), removed when it ends.
+using FitLinks = TempDirTest;
+using Measurements = TempDirTest;
 
 TEST(CostForms, MatchTheClosedForms) {
   const double a = 1e-4, b = 1e-8, m = 1e6;
@@ -52,10 +49,9 @@ TEST(CostForms, MatchTheClosedForms) {
   EXPECT_THROW(cost_form("gather"), DataError);
 }
 
-TEST(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
-  const auto dir = temp_dir("fit");
-  testing::write(dir / "comm.csv", testing::synthetic_comm(1e9, kAlpha, kBeta));
-  const auto fits = fit_links(read_comm(dir / "comm.csv"));
+TEST_F(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
+  testing::write(dir_ / "comm.csv", testing::synthetic_comm(1e9, kAlpha, kBeta));
+  const auto fits = fit_links(read_comm(dir_ / "comm.csv"));
   ASSERT_EQ(fits.size(), 4u);  // one per op on the one link
   for (const auto& f : fits) {
     SCOPED_TRACE(f.op);
@@ -65,10 +61,9 @@ TEST(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
     EXPECT_LT(f.rel_rms, 1e-4);  // the CSV keeps 6 significant digits
     EXPECT_EQ(f.points, 3 * 8);  // W = 2, 4, 8 x 4 KiB .. 64 MiB in steps of 4
   }
-  fs::remove_all(dir);
 }
 
-TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
+TEST_F(FitLinks, RecoversAlphaAndBetaUnderNoise) {
   // +-3 % multiplicative noise, alternating: the relative least squares stays within 3 %.
   std::vector<CommPoint> pts;
   int i = 0;
@@ -83,7 +78,7 @@ TEST(FitLinks, RecoversAlphaAndBetaUnderNoise) {
   EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.03 * kBeta);
 }
 
-TEST(FitLinks, DropsAStalledSweepPoint) {
+TEST_F(FitLinks, DropsAStalledSweepPoint) {
   auto pts = allreduce_sweep({2, 4, 8});
   pts[1].time_s *= 8;  // one small call stalled by the shared machine
   const auto fits = fit_links(pts);
@@ -96,7 +91,7 @@ TEST(FitLinks, DropsAStalledSweepPoint) {
 
 // A point slower than a larger size of its series is a stall (a collective never gets faster with
 // size): the envelope keeps the rest, series by series, and the model's fits do not see it.
-TEST(Measurements, WithoutStallsDropsPointsSlowerThanALargerSize) {
+TEST_F(Measurements, WithoutStallsDropsPointsSlowerThanALargerSize) {
   const std::map<double, double> s{{4096, 3e-3},   {16384, 1e-3},   {65536, 2e-3},
                                    {262144, 9e-3}, {1048576, 5e-3}, {4194304, 20e-3}};
   const std::map<double, double> want{
@@ -120,7 +115,7 @@ TEST(Measurements, WithoutStallsDropsPointsSlowerThanALargerSize) {
   EXPECT_EQ(kept[3].op, "broadcast");
 }
 
-TEST(FitLinks, AStalledMediumPointDoesNotBendTheLargeCallsLine) {
+TEST_F(FitLinks, AStalledMediumPointDoesNotBendTheLargeCallsLine) {
   // At 8 workers the 1 MiB all-reduce stalled (as in a default run: 89.8 ms against 61.5 at 4 MiB).
   auto pts = allreduce_sweep({2, 4, 8});
   for (auto& p : pts)
@@ -131,7 +126,7 @@ TEST(FitLinks, AStalledMediumPointDoesNotBendTheLargeCallsLine) {
               0.02 * exact);
 }
 
-TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
+TEST_F(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
   // Broadcast measured only up to 2 KiB (latency-bound, with 5 % noise): its beta comes from
   // the all-reduce on the same link, and alpha is refitted.
   std::vector<CommPoint> pts;
@@ -153,7 +148,7 @@ TEST(FitLinks, AnOpWhoseSweepDoesNotPinBetaTakesTheLinks) {
   EXPECT_NEAR(bc.alpha_s, kAlpha, 0.06 * kAlpha);
 }
 
-TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
+TEST_F(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
   // Core sharing: alpha grows with W (60, 120, 240 us at W = 2, 4, 8), beta is the link's.
   std::vector<CommPoint> pts;
   for (int w : {2, 4, 8})
@@ -173,7 +168,7 @@ TEST(FitLinks, AlphaPerWorkersFollowsLatencyThatGrowsWithW) {
   }
 }
 
-TEST(FitLinks, BetaPerWorkersFollowsTimePerByteThatGrowsWithW) {
+TEST_F(FitLinks, BetaPerWorkersFollowsTimePerByteThatGrowsWithW) {
   // Cores, not the link, limit the rate at larger W: beta 1x, 1.5x, 3x at W = 2, 4, 8.
   const std::map<int, double> slow{{2, 1.0}, {4, 1.5}, {8, 3.0}};
   std::vector<CommPoint> pts;
@@ -190,7 +185,7 @@ TEST(FitLinks, BetaPerWorkersFollowsTimePerByteThatGrowsWithW) {
   }
 }
 
-TEST(FitLinks, LargeCallsGetTheirOwnLineWhereTheSlopeChanges) {
+TEST_F(FitLinks, LargeCallsGetTheirOwnLineWhereTheSlopeChanges) {
   // Above 1 MiB the time per byte doubles (the cores, not the link, limit large calls): the fit
   // over every size blends the two slopes; the fit from 1 MiB up has the large calls' own.
   std::vector<CommPoint> pts;
@@ -211,7 +206,7 @@ TEST(FitLinks, LargeCallsGetTheirOwnLineWhereTheSlopeChanges) {
   EXPECT_LT(all.beta_s_per_byte, 1.9 * kBeta);
 }
 
-TEST(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
+TEST_F(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
   // At W = 8 only latency-bound sizes (1 KiB .. 8 KiB): beta cannot be fitted there.
   auto pts = allreduce_sweep({2, 4});
   for (double m = 1024; m <= 8192; m *= 2)
@@ -387,50 +382,46 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-TEST(Measurements, MalformedCellsCsvIsRefusedNamingFileAndLine) {
-  const auto dir = temp_dir("bad");
+TEST_F(Measurements, MalformedCellsCsvIsRefusedNamingFileAndLine) {
   const std::string good = testing::cells_csv({{"dense", "dense", 2, 1e9, 0.01, 50, 0, 30, 1, 1},
                                                {"topk", "topk", 2, 1e9, 0.01, 40, 8, 20, 2, 1}});
   // A short row on line 3.
   auto text = good;
   const auto line3 = text.find('\n', text.find('\n') + 1) + 1;
   text = text.substr(0, line3) + "topk,topk,2,1e9\n";
-  testing::write(dir / "cells.csv", text);
-  auto msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  testing::write(dir_ / "cells.csv", text);
+  auto msg = error_of([&] { read_cells(dir_ / "cells.csv"); });
   EXPECT_NE(msg.find("cells.csv line 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("fields"), std::string::npos) << msg;
   // A field that is not a number on line 2.
   text = good;
   const auto pos = text.find(",50,", text.find('\n'));
   text.replace(pos, 4, ",fast,");
-  testing::write(dir / "cells.csv", text);
-  msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  testing::write(dir_ / "cells.csv", text);
+  msg = error_of([&] { read_cells(dir_ / "cells.csv"); });
   EXPECT_NE(msg.find("cells.csv line 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
   // A header without a required column.
-  testing::write(dir / "cells.csv", "sparsifier,label\ndense,dense\n");
-  msg = error_of([&] { read_cells(dir / "cells.csv"); });
+  testing::write(dir_ / "cells.csv", "sparsifier,label\ndense,dense\n");
+  msg = error_of([&] { read_cells(dir_ / "cells.csv"); });
   EXPECT_NE(msg.find("cells.csv line 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'workers'"), std::string::npos) << msg;
-  fs::remove_all(dir);
 }
 
-TEST(Measurements, ParsesRatesAndCellDirectoryNames) {
+TEST_F(Measurements, ParsesRatesAndCellDirectoryNames) {
   EXPECT_EQ(parse_rate("1gbit"), 1e9);
   EXPECT_EQ(parse_rate("100mbit"), 1e8);
   EXPECT_EQ(parse_rate("10000000000"), 1e10);
   EXPECT_FALSE(parse_rate("fast"));
-  const auto dir = temp_dir("names");
-  fs::create_directories(dir / "cells" / "exdyna-exact-w8-b1gbit-d0.001");
-  fs::create_directories(dir / "cells" / "not-a-cell");
-  const auto found = find_cell_dirs(dir);
+  fs::create_directories(dir_ / "cells" / "exdyna-exact-w8-b1gbit-d0.001");
+  fs::create_directories(dir_ / "cells" / "not-a-cell");
+  const auto found = find_cell_dirs(dir_);
   ASSERT_EQ(found.size(), 1u);
   const auto& k = found.begin()->first;
   EXPECT_EQ(k.label, "exdyna-exact");
   EXPECT_EQ(k.workers, 8);
   EXPECT_EQ(k.bandwidth_bps, 1e9);
   EXPECT_EQ(k.density, 0.001);
-  fs::remove_all(dir);
 }
 
 }  // namespace

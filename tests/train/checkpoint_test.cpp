@@ -7,34 +7,21 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/train/checkpoint.hpp"
 #include "exdyna/train/trainer.hpp"
+#include "train_fixtures.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace fs = std::filesystem;
 using namespace exdyna;
 using namespace exdyna::train;
+using namespace exdyna::train::fixtures;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  auto d =
-      fs::temp_directory_path() / ("exdyna-ckpt-test-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_all(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -45,7 +32,7 @@ void write_all(const fs::path& p, const std::string& bytes) {
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> m;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) m[e.path().string()] = read_all(e.path());
+    if (e.is_regular_file()) m[e.path().string()] = read_file(e.path());
   return m;
 }
 
@@ -79,9 +66,12 @@ CheckpointState small_state() {
 
 }  // namespace
 
-TEST(CheckpointFile, RoundTrips) {
-  const auto d = temp_dir("roundtrip");
-  const auto f = d / "rank-1.bin";
+// Each test's own directory, removed when it ends.
+using CheckpointFile = TempDirTest;
+using CheckpointResume = TempDirTest;
+
+TEST_F(CheckpointFile, RoundTrips) {
+  const auto f = dir_ / "rank-1.bin";
   const auto s = small_state();
   save_checkpoint_file(f.string(), s);
   const auto l = load_checkpoint_file(f.string());
@@ -96,14 +86,12 @@ TEST(CheckpointFile, RoundTrips) {
   EXPECT_EQ(l.residual, s.residual);
   EXPECT_EQ(l.buffers, s.buffers);
   EXPECT_EQ(l.sparsifier_state, s.sparsifier_state);
-  fs::remove_all(d);
 }
 
-TEST(CheckpointFile, TruncatedAtAnyLengthIsRefusedAndLeftAlone) {
-  const auto d = temp_dir("truncated");
-  const auto f = d / "rank-0.bin";
+TEST_F(CheckpointFile, TruncatedAtAnyLengthIsRefusedAndLeftAlone) {
+  const auto f = dir_ / "rank-0.bin";
   save_checkpoint_file(f.string(), small_state());
-  const std::string good = read_all(f);
+  const std::string good = read_file(f);
   const std::size_t n = good.size();
   for (std::size_t len :
        {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{31},
@@ -117,19 +105,17 @@ TEST(CheckpointFile, TruncatedAtAnyLengthIsRefusedAndLeftAlone) {
     if (len >= 32) {
       EXPECT_NE(msg.find(" of " + std::to_string(n) + " bytes"), std::string::npos) << msg;
     }
-    EXPECT_EQ(read_all(f), cut) << "length " << len << ": the file was changed";
+    EXPECT_EQ(read_file(f), cut) << "length " << len << ": the file was changed";
   }
   // Bytes appended are refused too.
   write_all(f, good + "x");
   EXPECT_NE(refusal_of(f).find("trailing data"), std::string::npos);
-  fs::remove_all(d);
 }
 
-TEST(CheckpointFile, OneFlippedBitAnywhereIsRefusedAndLeftAlone) {
-  const auto d = temp_dir("bitflip");
-  const auto f = d / "rank-0.bin";
+TEST_F(CheckpointFile, OneFlippedBitAnywhereIsRefusedAndLeftAlone) {
+  const auto f = dir_ / "rank-0.bin";
   save_checkpoint_file(f.string(), small_state());
-  const std::string good = read_all(f);
+  const std::string good = read_file(f);
   ASSERT_LT(good.size(), 4096u);  // small enough to flip a bit in every byte
   // One bit per byte, walking through the 8 bit positions as the byte position advances.
   for (std::size_t pos = 0; pos < good.size(); ++pos) {
@@ -143,53 +129,25 @@ TEST(CheckpointFile, OneFlippedBitAnywhereIsRefusedAndLeftAlone) {
     // The magic's bytes say "not a checkpoint"; any other byte fails a checksum.
     const std::string want = pos < 8 ? "bad magic" : "checksum mismatch";
     ASSERT_NE(msg.find(want), std::string::npos) << "byte " << pos << " bit " << bit << ": " << msg;
-    ASSERT_EQ(read_all(f), bad) << "the file was changed";
+    ASSERT_EQ(read_file(f), bad) << "the file was changed";
   }
   write_all(f, good);
   EXPECT_EQ(refusal_of(f), "");
-  fs::remove_all(d);
 }
 
-TEST(CheckpointFile, OldFormatAndForeignFilesAreRefusedByName) {
-  const auto d = temp_dir("format");
-  const auto f = d / "rank-0.bin";
+TEST_F(CheckpointFile, OldFormatAndForeignFilesAreRefusedByName) {
+  const auto f = dir_ / "rank-0.bin";
   // A format-1 file (magic EXDYCKP1, then a payload length and an FNV-1a): refused by version.
   write_all(f, std::string("EXDYCKP1") + std::string(40, '\0'));
   auto msg = refusal_of(f);
   EXPECT_NE(msg.find("checkpoint " + f.string() + ": format version 1"), std::string::npos) << msg;
   write_all(f, std::string(100, 'z'));
   EXPECT_NE(refusal_of(f).find("not an exdyna checkpoint"), std::string::npos);
-  msg = refusal_of(d / "missing.bin");
-  EXPECT_NE(msg.find((d / "missing.bin").string()), std::string::npos) << msg;
-  fs::remove_all(d);
+  msg = refusal_of(dir_ / "missing.bin");
+  EXPECT_NE(msg.find((dir_ / "missing.bin").string()), std::string::npos) << msg;
 }
 
 namespace {
-
-DataBundle tiny_data() {
-  DataBundle b;
-  b.train_images = std::make_shared<ImageDataset>(synthetic_image_dataset(384, 4, 1, 8, 8, 1));
-  b.test_images = std::make_shared<ImageDataset>(synthetic_image_dataset(64, 4, 1, 8, 8, 2));
-  return b;
-}
-
-TrainOptions tiny_options(const std::string& sparsifier) {
-  TrainOptions o;
-  o.model = "tiny";
-  o.dataset = "synthetic";
-  o.sparsifier = sparsifier;
-  o.sparse.density = 0.05;
-  o.epochs = 1;
-  o.batch_size = 16;
-  o.progress = false;
-  o.plots = false;
-  return o;
-}
-
-bool have(const std::string& name) {
-  const auto names = sparsifiers::builtin_registry().names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
 
 // Runs o on `world` in-process ranks; returns the message every rank threw (they must agree up
 // to the "(refused by rank r)" suffix), or "" when the run completed.
@@ -217,28 +175,27 @@ std::string run_refusal(const TrainOptions& o, int world, const DataBundle& data
 
 // A real checkpoint of a 2-rank topk run, resumed by runs that must not: each is refused on every
 // rank with the file and the reason, and nothing in the run directory changes (not even a log).
-TEST(CheckpointResume, ForeignOrCorruptCheckpointsAreRefusedOnEveryRank) {
+TEST_F(CheckpointResume, ForeignOrCorruptCheckpointsAreRefusedOnEveryRank) {
   const std::string sp = have("topk") ? "topk" : "dense";
-  const auto data = tiny_data();
-  const auto dir = temp_dir("resume");
+  const auto data = tiny_data(384, 64);
   auto o = tiny_options(sp);
-  o.out_dir = (dir / "run").string();
+  o.out_dir = (dir_ / "run").string();
   o.checkpoint_every = 4;
   o.max_steps = 6;
   comm::run_local(2, [&](comm::Communicator& c) { train_worker(o, c, &data); });
-  const auto step_dir = dir / "run" / "checkpoints" / "step-4";
+  const auto step_dir = dir_ / "run" / "checkpoints" / "step-4";
   ASSERT_TRUE(fs::exists(step_dir / "rank-1.bin"));
-  const auto before = snapshot(dir);
+  const auto before = snapshot(dir_);
   const auto expect_refused = [&](TrainOptions r, int world, const std::string& file,
                                   const std::string& reason, const DataBundle* other = nullptr) {
-    r.resume = (dir / "run").string();
-    r.out_dir = (dir / "run").string();  // the worst case: resuming into the same directory
+    r.resume = (dir_ / "run").string();
+    r.out_dir = (dir_ / "run").string();  // the worst case: resuming into the same directory
     r.checkpoint_every = 1;
     const auto msg = run_refusal(r, world, other ? *other : data);
     EXPECT_NE(msg.find("checkpoint " + (step_dir / file).string() + ": "), std::string::npos)
         << msg;
     EXPECT_NE(msg.find(reason), std::string::npos) << msg;
-    EXPECT_EQ(snapshot(dir), before) << "a refused resume changed the run directory: " << msg;
+    EXPECT_EQ(snapshot(dir_), before) << "a refused resume changed the run directory: " << msg;
   };
   expect_refused(o, 3, "rank-0.bin", "written for 2 ranks, this run has 3");
   expect_refused(o, 1, "rank-0.bin", "written for 2 ranks, this run has 1");
@@ -251,9 +208,7 @@ TEST(CheckpointResume, ForeignOrCorruptCheckpointsAreRefusedOnEveryRank) {
   denser.sparse.density = 0.1;
   expect_refused(denser, 2, "rank-0.bin", "0.1");
   // Another model size (5 classes instead of 4: a larger output layer).
-  DataBundle five;
-  five.train_images = std::make_shared<ImageDataset>(synthetic_image_dataset(384, 5, 1, 8, 8, 1));
-  five.test_images = std::make_shared<ImageDataset>(synthetic_image_dataset(64, 5, 1, 8, 8, 2));
+  const DataBundle five = tiny_data(384, 64, 5);
   expect_refused(o, 2, "rank-0.bin", "written for n_g = ", &five);
 
   // One flipped bit in rank 1's file: rank 0's file is fine, yet both ranks refuse.
@@ -264,11 +219,11 @@ TEST(CheckpointResume, ForeignOrCorruptCheckpointsAreRefusedOnEveryRank) {
   auto corrupt = before;
   corrupt[f1.string()] = bad;
   auto r = o;
-  r.resume = (dir / "run").string();
+  r.resume = (dir_ / "run").string();
   const auto msg = run_refusal(r, 2, data);
   EXPECT_NE(msg.find("checkpoint " + f1.string() + ": checksum mismatch"), std::string::npos)
       << msg;
-  EXPECT_EQ(snapshot(dir), corrupt);
+  EXPECT_EQ(snapshot(dir_), corrupt);
   // Truncated: refused with both lengths.
   write_all(f1, before.at(f1.string()).substr(0, 100));
   EXPECT_NE(run_refusal(r, 2, data)
@@ -278,5 +233,4 @@ TEST(CheckpointResume, ForeignOrCorruptCheckpointsAreRefusedOnEveryRank) {
   // Restored, it resumes.
   write_all(f1, before.at(f1.string()));
   EXPECT_EQ(run_refusal(r, 2, data), "");
-  fs::remove_all(dir);
 }

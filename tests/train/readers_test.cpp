@@ -13,20 +13,13 @@
 #include "exdyna/train/idx.hpp"
 #include "exdyna/train/optimizer.hpp"
 #include "exdyna/train/text.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace fs = std::filesystem;
 using namespace exdyna;
 using namespace exdyna::train;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  auto d =
-      fs::temp_directory_path() / ("exdyna-train-test-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // Images whose pixel values encode (sample, position); labels = sample mod 10.
 void write_mnist_fixture(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
@@ -52,12 +45,16 @@ std::string error_of(F&& f) {
 
 }  // namespace
 
-TEST(IdxReader, ReadsValidFixture) {
-  const auto d = temp_dir("idx-valid");
-  write_mnist_fixture(d, "train", 30);
-  write_mnist_fixture(d, "t10k", 12);
-  const auto tr = load_image_dataset(DatasetKind::kFashionMnist, d.string(), true);
-  const auto te = load_image_dataset(DatasetKind::kFashionMnist, d.string(), false);
+// Each test's own directory for its fixture files, removed when it ends.
+using IdxReader = TempDirTest;
+using CifarReader = TempDirTest;
+using Checkpoint = TempDirTest;
+
+TEST_F(IdxReader, ReadsValidFixture) {
+  write_mnist_fixture(dir_, "train", 30);
+  write_mnist_fixture(dir_, "t10k", 12);
+  const auto tr = load_image_dataset(DatasetKind::kFashionMnist, dir_.string(), true);
+  const auto te = load_image_dataset(DatasetKind::kFashionMnist, dir_.string(), false);
   ASSERT_EQ(tr.size(), 30);
   ASSERT_EQ(te.size(), 12);
   EXPECT_EQ(tr.height, 28);
@@ -66,39 +63,33 @@ TEST(IdxReader, ReadsValidFixture) {
     EXPECT_EQ(tr.labels[static_cast<std::size_t>(s)], s % 10);
     EXPECT_EQ(tr.pixels[static_cast<std::size_t>(s * 784 + 5)], (s * 7 + 5) % 256);
   }
-  fs::remove_all(d);
 }
 
-TEST(IdxReader, TruncatedFileNamesFileAndSizes) {
-  const auto d = temp_dir("idx-trunc");
+TEST_F(IdxReader, TruncatedFileNamesFileAndSizes) {
   // Header promises 10 images of 28x28, data holds 3.
-  write_idx_gz((d / "x.gz").string(), {10, 28, 28}, {});
+  write_idx_gz((dir_ / "x.gz").string(), {10, 28, 28}, {});
   std::vector<std::uint8_t> part(3 * 784, 1);
-  write_idx_gz((d / "x.gz").string(), {10, 28, 28}, part);
-  const auto msg = error_of([&] { read_idx((d / "x.gz").string(), 3); });
+  write_idx_gz((dir_ / "x.gz").string(), {10, 28, 28}, part);
+  const auto msg = error_of([&] { read_idx((dir_ / "x.gz").string(), 3); });
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
   EXPECT_NE(msg.find("x.gz"), std::string::npos) << msg;
   EXPECT_NE(msg.find("7840"), std::string::npos) << msg;
-  fs::remove_all(d);
 }
 
 // Found by tests/fuzz/idx_fuzz: a 14-byte plain file whose header claims 3 x 1864714900 elements
 // made the reader allocate (and zero) 5.6 GB before reading any data. It is refused as truncated
 // after the 2 bytes it holds, with a buffer that grows only with the bytes that arrive.
-TEST(IdxReader, HugeHeaderOnShortFileIsTruncatedNotAllocated) {
-  const auto d = temp_dir("idx-huge");
+TEST_F(IdxReader, HugeHeaderOnShortFileIsTruncatedNotAllocated) {
   const unsigned char bytes[] = {0, 0, 8, 2, 0, 0, 0, 3, 0x6f, 0x25, 0x4a, 0x94, 0x00, 0xb9};
-  std::ofstream(d / "huge", std::ios::binary)
+  std::ofstream(dir_ / "huge", std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes), sizeof bytes);
-  const auto msg = error_of([&] { read_idx((d / "huge").string()); });
+  const auto msg = error_of([&] { read_idx((dir_ / "huge").string()); });
   EXPECT_NE(msg.find("truncated: 2 data bytes, expected 5594144700"), std::string::npos) << msg;
-  fs::remove_all(d);
 }
 
-TEST(IdxReader, CorruptGzipAndBadMagicAreRefused) {
-  const auto d = temp_dir("idx-corrupt");
-  write_mnist_fixture(d, "train", 40);
-  const auto path = d / "train-images-idx3-ubyte.gz";
+TEST_F(IdxReader, CorruptGzipAndBadMagicAreRefused) {
+  write_mnist_fixture(dir_, "train", 40);
+  const auto path = dir_ / "train-images-idx3-ubyte.gz";
   // Overwrite the middle of the compressed stream: zlib reports a data error or the CRC fails.
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -112,32 +103,30 @@ TEST(IdxReader, CorruptGzipAndBadMagicAreRefused) {
               msg.find("truncated") != std::string::npos)
       << msg;
   // A labels file where an images file is expected: wrong number of dimensions.
-  msg = error_of([&] { read_idx((d / "train-labels-idx1-ubyte.gz").string(), 3); });
+  msg = error_of([&] { read_idx((dir_ / "train-labels-idx1-ubyte.gz").string(), 3); });
   EXPECT_NE(msg.find("dimensions"), std::string::npos) << msg;
   // Not an IDX file at all.
   {
-    std::ofstream f(d / "junk", std::ios::binary);
+    std::ofstream f(dir_ / "junk", std::ios::binary);
     f << "hello world, not idx";
   }
-  msg = error_of([&] { read_idx((d / "junk").string()); });
+  msg = error_of([&] { read_idx((dir_ / "junk").string()); });
   EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
-  fs::remove_all(d);
 }
 
-TEST(IdxReader, LabelsOutOfRangeAndCountMismatch) {
-  const auto d = temp_dir("idx-labels");
-  write_mnist_fixture(d, "train", 20);
-  write_idx_gz((d / "train-labels-idx1-ubyte.gz").string(), {19}, std::vector<std::uint8_t>(19, 1));
-  auto msg = error_of([&] { load_image_dataset(DatasetKind::kMnist, d.string(), true); });
+TEST_F(IdxReader, LabelsOutOfRangeAndCountMismatch) {
+  write_mnist_fixture(dir_, "train", 20);
+  write_idx_gz((dir_ / "train-labels-idx1-ubyte.gz").string(), {19},
+               std::vector<std::uint8_t>(19, 1));
+  auto msg = error_of([&] { load_image_dataset(DatasetKind::kMnist, dir_.string(), true); });
   EXPECT_NE(msg.find("20 images"), std::string::npos) << msg;
-  write_idx_gz((d / "train-labels-idx1-ubyte.gz").string(), {20},
+  write_idx_gz((dir_ / "train-labels-idx1-ubyte.gz").string(), {20},
                std::vector<std::uint8_t>(20, 12));
-  msg = error_of([&] { load_image_dataset(DatasetKind::kMnist, d.string(), true); });
+  msg = error_of([&] { load_image_dataset(DatasetKind::kMnist, dir_.string(), true); });
   EXPECT_NE(msg.find("label 12"), std::string::npos) << msg;
-  fs::remove_all(d);
 }
 
-TEST(IdxReader, MissingDatasetNamesPackageAndFlag) {
+TEST_F(IdxReader, MissingDatasetNamesPackageAndFlag) {
   const auto msg =
       error_of([] { load_image_dataset(DatasetKind::kFashionMnist, "/nonexistent/fmnist", true); });
   EXPECT_NE(msg.find("dataset-fashion-mnist"), std::string::npos) << msg;
@@ -147,8 +136,7 @@ TEST(IdxReader, MissingDatasetNamesPackageAndFlag) {
   EXPECT_NE(msg2.find("--data-dir"), std::string::npos) << msg2;
 }
 
-TEST(CifarReader, ReadsFixtureAndRefusesTruncated) {
-  const auto d = temp_dir("cifar");
+TEST_F(CifarReader, ReadsFixtureAndRefusesTruncated) {
   auto write = [&](const std::string& name, int n, int label_bytes, std::size_t cut = 0) {
     std::string data;
     for (int i = 0; i < n; ++i) {
@@ -157,11 +145,11 @@ TEST(CifarReader, ReadsFixtureAndRefusesTruncated) {
       for (int j = 0; j < 3072; ++j) data += static_cast<char>((i + j) % 256);
     }
     data.resize(data.size() - cut);
-    std::ofstream(d / name, std::ios::binary) << data;
+    std::ofstream(dir_ / name, std::ios::binary) << data;
   };
   for (int b = 1; b <= 5; ++b) write("data_batch_" + std::to_string(b) + ".bin", 4, 1);
   write("test_batch.bin", 3, 1);
-  const auto tr = load_image_dataset(DatasetKind::kCifar10, d.string(), true);
+  const auto tr = load_image_dataset(DatasetKind::kCifar10, dir_.string(), true);
   ASSERT_EQ(tr.size(), 20);
   EXPECT_EQ(tr.channels, 3);
   EXPECT_TRUE(tr.augment);
@@ -169,14 +157,14 @@ TEST(CifarReader, ReadsFixtureAndRefusesTruncated) {
   EXPECT_EQ(tr.pixels[3 * 3072 + 100], (3 + 100) % 256);
   write("train.bin", 5, 2);
   write("test.bin", 2, 2);
-  const auto c100 = load_image_dataset(DatasetKind::kCifar100, d.string(), true);
+  const auto c100 = load_image_dataset(DatasetKind::kCifar100, dir_.string(), true);
   EXPECT_EQ(c100.num_classes, 100);
   EXPECT_EQ(c100.labels[4], 4);
   write("test_batch.bin", 3, 1, 100);
-  const auto msg = error_of([&] { load_image_dataset(DatasetKind::kCifar10, d.string(), false); });
+  const auto msg =
+      error_of([&] { load_image_dataset(DatasetKind::kCifar10, dir_.string(), false); });
   EXPECT_NE(msg.find("test_batch.bin"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
-  fs::remove_all(d);
 }
 
 TEST(Sharding, DisjointEqualReshuffledDeterministic) {
@@ -235,8 +223,7 @@ TEST(Optimizer, SgdMatchesTorchSemantics) {
   EXPECT_NEAR(std::hypot(v[0], v[1]), 1.0, 1e-5);
 }
 
-TEST(Checkpoint, RoundTripAndCorruptionDetected) {
-  const auto d = temp_dir("ckpt");
+TEST_F(Checkpoint, RoundTripAndCorruptionDetected) {
   CheckpointState s;
   s.fingerprint = "fp";
   s.rank = 1;
@@ -246,7 +233,7 @@ TEST(Checkpoint, RoundTripAndCorruptionDetected) {
   s.momentum = {4, 5, 6};
   s.residual = {7, 8, 9};
   s.sparsifier_state = {std::byte{1}, std::byte{2}};
-  const auto f = (d / "r.bin").string();
+  const auto f = (dir_ / "r.bin").string();
   save_checkpoint_file(f, s);
   const auto l = load_checkpoint_file(f);
   EXPECT_EQ(l.step, 42);
@@ -264,5 +251,4 @@ TEST(Checkpoint, RoundTripAndCorruptionDetected) {
   }
   msg = error_of([&] { load_checkpoint_file(f); });
   EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
-  fs::remove_all(d);
 }

@@ -15,10 +15,14 @@
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/trainer.hpp"
+#include "train_fixtures.hpp"
+#include "unit/temp_dir_test_base.hpp"
 
 namespace fs = std::filesystem;
 using namespace exdyna;
 using namespace exdyna::train;
+using exdyna::train::fixtures::have;
+using exdyna::train::fixtures::train_on_ranks;
 
 namespace {
 
@@ -26,34 +30,19 @@ std::uint64_t hash(std::span<const float> v) {
   return core::fnv1a(std::as_bytes(v));
 }
 
-DataBundle tiny_data() {
-  DataBundle b;
-  b.train_images = std::make_shared<ImageDataset>(synthetic_image_dataset(768, 4, 1, 8, 8, 1));
-  b.test_images = std::make_shared<ImageDataset>(synthetic_image_dataset(128, 4, 1, 8, 8, 2));
-  return b;
-}
-
+// The tiny model with Nesterov momentum, weight decay and a short warm-up.
 TrainOptions tiny_options(const std::string& sparsifier) {
-  TrainOptions o;
-  o.model = "tiny";
-  o.dataset = "synthetic";
-  o.sparsifier = sparsifier;
-  o.sparse.density = 0.05;
-  o.epochs = 1;
-  o.batch_size = 16;
+  TrainOptions o = fixtures::tiny_options(sparsifier);
   o.sgd.lr = 0.05;
   o.sgd.momentum = 0.9;
   o.sgd.nesterov = true;
   o.sgd.weight_decay = 1e-4;
   o.schedule.warmup_epochs = 0.2;
-  o.progress = false;
-  o.plots = false;
   return o;
 }
 
-bool have(const std::string& name) {
-  const auto names = sparsifiers::builtin_registry().names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+DataBundle tiny_data() {
+  return fixtures::tiny_data(768, 128);
 }
 
 std::vector<std::string> sparsifiers_to_test() {
@@ -65,7 +54,10 @@ std::vector<std::string> sparsifiers_to_test() {
 
 }  // namespace
 
-TEST(Training, LossFallsAndRanksAgreeAfterEveryStep) {
+// Each test's own directory (for the runs that write one), removed when it ends.
+using Training = TempDirTest;
+
+TEST_F(Training, LossFallsAndRanksAgreeAfterEveryStep) {
   set_torch_threads(1);
   const auto data = tiny_data();
   for (const auto& sp : sparsifiers_to_test()) {
@@ -99,13 +91,11 @@ TEST(Training, LossFallsAndRanksAgreeAfterEveryStep) {
   }
 }
 
-TEST(Training, ResumeIsBitIdenticalToUninterruptedRun) {
+TEST_F(Training, ResumeIsBitIdenticalToUninterruptedRun) {
   set_torch_threads(1);
   const auto data = tiny_data();
   const std::string sp = have("exdyna") ? "exdyna" : "dense";
   const int world = 3;
-  const auto dir = fs::temp_directory_path() / ("exdyna-resume-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   auto run = [&](TrainOptions o) {
     std::vector<std::vector<float>> params(world);
     comm::run_local(world, [&](comm::Communicator& c) {
@@ -118,15 +108,15 @@ TEST(Training, ResumeIsBitIdenticalToUninterruptedRun) {
   const auto full = run(base);
 
   auto first = base;
-  first.out_dir = (dir / "a").string();
+  first.out_dir = (dir_ / "a").string();
   first.checkpoint_every = 5;
   // The "kill": the run stops at step 12, past its last checkpoint (step 10), so resuming from
   // step 10 must reproduce steps 11 and 12 exactly and then go on.
   first.max_steps = 12;
   run(first);
-  ASSERT_TRUE(fs::exists(dir / "a" / "checkpoints" / "latest"));
+  ASSERT_TRUE(fs::exists(dir_ / "a" / "checkpoints" / "latest"));
   auto second = base;
-  second.resume = (dir / "a" / "checkpoints" / "step-10").string();
+  second.resume = (dir_ / "a" / "checkpoints" / "step-10").string();
   const auto resumed = run(second);
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(full[static_cast<std::size_t>(r)].size(),
@@ -139,44 +129,40 @@ TEST(Training, ResumeIsBitIdenticalToUninterruptedRun) {
   }
   // Resuming through the output directory follows `latest` (the step-10 checkpoint).
   auto third = base;
-  third.resume = (dir / "a").string();
+  third.resume = (dir_ / "a").string();
   const auto resumed2 = run(third);
   EXPECT_EQ(std::memcmp(full[0].data(), resumed2[0].data(), full[0].size() * sizeof(float)), 0);
   // A different configuration is refused.
   auto bad = base;
   bad.batch_size = 8;
-  bad.resume = (dir / "a").string();
+  bad.resume = (dir_ / "a").string();
   EXPECT_THROW(run(bad), InvalidArgument);
-  fs::remove_all(dir);
 }
 
-TEST(Training, WritesCsvSummaryAndPlots) {
+TEST_F(Training, WritesCsvSummaryAndPlots) {
   set_torch_threads(1);
   const auto data = tiny_data();
-  const auto dir = fs::temp_directory_path() / ("exdyna-out-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
   auto o = tiny_options(have("exdyna") ? "exdyna" : "dense");
-  o.out_dir = dir.string();
+  o.out_dir = dir_.string();
   o.plots = true;
   TrainResult r0;
   comm::run_local(2, [&](comm::Communicator& c) {
     auto r = train_worker(o, c, &data);
     if (c.rank() == 0) r0 = r;
   });
-  EXPECT_TRUE(fs::exists(dir / "iterations.csv"));
-  EXPECT_TRUE(fs::exists(dir / "eval.csv"));
-  EXPECT_TRUE(fs::exists(dir / "summary.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "iterations.csv"));
+  EXPECT_TRUE(fs::exists(dir_ / "eval.csv"));
+  EXPECT_TRUE(fs::exists(dir_ / "summary.json"));
   for (const auto& f : r0.files) EXPECT_TRUE(fs::exists(f)) << f;
   // No temp files left behind by the atomic writes.
-  for (const auto& e : fs::directory_iterator(dir))
+  for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
-  fs::remove_all(dir);
 }
 
 // `--record-trace` relies on this: the gradient hook sees each rank's own raw gradient (dense, and
 // different on every rank), once per step, before error feedback turns the buffer into the sparse
 // update that is identical on every rank.
-TEST(Training, GradientHookSeesTheRawLocalGradientOncePerStep) {
+TEST_F(Training, GradientHookSeesTheRawLocalGradientOncePerStep) {
   const auto data = tiny_data();
   auto o = tiny_options("exdyna");
   o.max_steps = 3;
@@ -208,37 +194,28 @@ TEST(Training, GradientHookSeesTheRawLocalGradientOncePerStep) {
 // `--sparsifier dgc` trains with DGC's momentum correction (train/dgc_momentum.hpp): the loss
 // falls, every rank holds the same parameters, the velocity rides in the checkpoint (a resumed
 // run is bit-identical), and --nesterov is refused with it.
-TEST(Training, DgcWithMomentumCorrectionTrainsAndResumesExactly) {
+TEST_F(Training, DgcWithMomentumCorrectionTrainsAndResumesExactly) {
   set_torch_threads(1);
   const auto data = tiny_data();
   const int world = 3;
   auto o = tiny_options("dgc");
   o.sgd.nesterov = false;
   o.epochs = 2;
-  const auto dir = fs::temp_directory_path() / ("exdyna-dgc-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  auto run = [&](const TrainOptions& opts) {
-    std::vector<TrainResult> res(world);
-    comm::run_local(world, [&](comm::Communicator& c) {
-      res[static_cast<std::size_t>(c.rank())] = train_worker(opts, c, &data);
-    });
-    return res;
-  };
+  auto run = [&](const TrainOptions& opts) { return train_on_ranks(opts, world, data); };
   const auto full = run(o);
   EXPECT_LT(full[0].last_train_loss, 0.7 * full[0].first_train_loss)
       << full[0].first_train_loss << " -> " << full[0].last_train_loss;
   for (int r = 1; r < world; ++r)
     EXPECT_EQ(full[static_cast<std::size_t>(r)].params, full[0].params);
   auto first = o;
-  first.out_dir = (dir / "a").string();
+  first.out_dir = (dir_ / "a").string();
   first.checkpoint_every = 5;
   first.max_steps = 12;
   run(first);
   auto second = o;
-  second.resume = (dir / "a" / "checkpoints" / "step-10").string();
+  second.resume = (dir_ / "a" / "checkpoints" / "step-10").string();
   const auto resumed = run(second);
   EXPECT_EQ(resumed[0].params, full[0].params);
-  fs::remove_all(dir);
   auto nesterov = o;
   nesterov.sgd.nesterov = true;
   EXPECT_THROW(nesterov.validate(), InvalidArgument);
@@ -248,7 +225,7 @@ TEST(Training, DgcWithMomentumCorrectionTrainsAndResumesExactly) {
 // per epoch: every step reports the target of its epoch (0.5, 0.158, then 0.05) and selects about
 // that many per worker, ranks agree, and a resume from inside the warm-up (step 10, epoch 1) or
 // from its second epoch (step 20) ends bit-identical; a resume without the warm-up is refused.
-TEST(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
+TEST_F(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
   set_torch_threads(1);
   const auto data = tiny_data();
   const int world = 3;
@@ -257,15 +234,7 @@ TEST(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
   o.epochs = 3;  // 768 / 3 / 16 = 16 steps per epoch
   o.dgc_warmup_epochs = 2;
   o.dgc_warmup_start = 0.5;
-  const auto dir = fs::temp_directory_path() / ("exdyna-dgcw-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  auto run = [&](const TrainOptions& opts) {
-    std::vector<TrainResult> res(world);
-    comm::run_local(world, [&](comm::Communicator& c) {
-      res[static_cast<std::size_t>(c.rank())] = train_worker(opts, c, &data);
-    });
-    return res;
-  };
+  auto run = [&](const TrainOptions& opts) { return train_on_ranks(opts, world, data); };
   const auto full = run(o);
   const auto& iters = full[0].log.iters();
   ASSERT_EQ(iters.size(), 48u);
@@ -289,14 +258,14 @@ TEST(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
   EXPECT_LT(full[0].last_train_loss, full[0].first_train_loss);
 
   auto first = o;
-  first.out_dir = (dir / "a").string();
+  first.out_dir = (dir_ / "a").string();
   first.checkpoint_every = 10;
   first.max_steps = 22;
   run(first);
   for (const char* step : {"step-10", "step-20"}) {
     SCOPED_TRACE(step);
     auto again = o;
-    again.resume = (dir / "a" / "checkpoints" / step).string();
+    again.resume = (dir_ / "a" / "checkpoints" / step).string();
     const auto resumed = run(again);
     for (int r = 0; r < world; ++r) {
       const auto& a = full[static_cast<std::size_t>(r)].params;
@@ -315,10 +284,9 @@ TEST(Training, DgcDensityWarmUpFollowsItsScheduleAndResumesExactly) {
     auto other = o;
     other.dgc_warmup_epochs = epochs;
     other.dgc_warmup_start = start;
-    other.resume = (dir / "a" / "checkpoints" / "step-20").string();
+    other.resume = (dir_ / "a" / "checkpoints" / "step-20").string();
     EXPECT_THROW(run(other), InvalidArgument) << epochs << " " << start;
   }
-  fs::remove_all(dir);
   // Only DGC warms up its density.
   auto topk = o;
   topk.sparsifier = "topk";
