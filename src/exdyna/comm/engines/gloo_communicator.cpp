@@ -1,8 +1,8 @@
 #include "exdyna/comm/engines/gloo_communicator.hpp"
 
+#include "exdyna/comm/engines/process_group_communicator.hpp"
 #include "exdyna/comm/job_token.hpp"
 
-#include <ATen/ATen.h>
 #include <arpa/inet.h>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -23,7 +23,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <future>
 #include <memory>
 #include <thread>
@@ -103,114 +102,35 @@ class GlooGroup : public c10d::ProcessGroupGloo {
   std::shared_ptr<::gloo::Context> context() { return contexts_.at(0); }
 };
 
-class GlooCommunicator final : public Communicator {
+// In c10d mode the collectives are the process-group communicator's, over this engine's own
+// ProcessGroupGloo; what is the Gloo engine's own is the rendezvous (store, job token, mesh), the
+// direct path on the group's Gloo context, and the errors' name and post-mortem.
+class GlooCommunicator final : public ProcessGroupCommunicator {
  public:
-  explicit GlooCommunicator(const GlooConfig& cfg) : cfg_(cfg) {
-    cfg.validate();
-    set_timeout(cfg.timeout);
-    const bool server = cfg.rank == 0;
-    if (server && !port_is_free(cfg.master_port))
-      throw CommError(
-          detail::concat("gloo: MASTER_PORT ", cfg.master_port,
-                         " is already in use on this machine (another exdyna or torch job?); "
-                         "choose a free port with MASTER_PORT"));
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(cfg.master_port);
-    so.isServer = server;
-    so.numWorkers = static_cast<std::size_t>(cfg.world_size);
-    so.waitWorkers = false;  // the process group's rendezvous waits for everyone anyway
-    // Start-up (processes loading libtorch, connecting the full mesh) is not a collective and can
-    // be slow on a loaded machine: it gets at least kMinRendezvous even when --timeout is short.
-    const auto rdv = std::max(cfg.timeout, kMinRendezvous);
-    so.timeout = rdv;
-    try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(cfg.master_addr, so);
-    } catch (const std::exception& e) {
-      if (server)
-        throw CommError(detail::concat(
-            "gloo: rank 0 could not start the rendezvous store on port ", cfg.master_port,
-            " (in use? choose another MASTER_PORT): ", first_line(e.what())));
-      throw CommError(detail::concat("gloo: rank ", cfg.rank,
-                                     " could not reach the rendezvous store at ", cfg.master_addr,
-                                     ":", cfg.master_port, " within ", rdv.count() / 1000.0,
-                                     " s (is rank 0 running?): ", first_line(e.what())));
-    }
-    prove_member(rdv);
-    // The process group's default timeout bounds the mesh set-up; --timeout is enforced per call by
-    // run() (c10d path) and by the Gloo options (direct path).
-    auto opts = c10d::ProcessGroupGloo::Options::create(rdv);
-    std::string listen = cfg.listen_addr;
-    if (listen.empty() && is_loopback(cfg.master_addr)) listen = "127.0.0.1";
-    try {
-      opts->devices.push_back(listen.empty()
-                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                  : c10d::ProcessGroupGloo::createDeviceForHostname(listen));
-    } catch (const std::exception& e) {
-      throw CommError(detail::concat("gloo: rank ", cfg.rank, " cannot listen on '", listen,
-                                     "': ", first_line(e.what())));
-    }
-    opts->threads = 1;  // calls are issued and waited one at a time
-    try {
-      auto prefixed = c10::make_intrusive<c10d::PrefixStore>("exdyna/pg", store_);
-      pg_ = c10::make_intrusive<GlooGroup>(prefixed, cfg.rank, cfg.world_size, opts);
-    } catch (const std::exception& e) {
-      throw CommError(detail::concat("gloo: rank ", cfg.rank, " could not connect to its ",
-                                     cfg.world_size - 1, " peers within ", rdv.count() / 1000.0,
-                                     " s: ", first_line(e.what())));
-    }
-  }
+  explicit GlooCommunicator(const GlooConfig& cfg) : GlooCommunicator(cfg, connect(cfg)) {}
 
-  int rank() const override { return cfg_.rank; }
-  int size() const override { return cfg_.world_size; }
   std::string_view engine() const override { return "gloo"; }
+  bool takes_device_buffers() const override { return false; }
 
  protected:
   void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
                      GatherMode mode, void* out) override {
-    const auto n = static_cast<std::size_t>(size());
-    const auto my = static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]) * elem_size;
     if (mode == GatherMode::kPadded) {
-      // The paper's padded all-gather: equal-size tensors of max(counts) elements really move.
-      const auto block =
-          static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())) * elem_size;
-      if (block == 0) return;  // every rank sees the same counts, so all skip together
-      send_.assign(block, std::byte{0});
-      if (my) std::memcpy(send_.data(), mine, my);
-      recv_.resize(block * n);
-      if (cfg_.via_c10d) {
-        std::vector<at::Tensor> in{bytes_tensor(send_.data(), block)};
-        std::vector<std::vector<at::Tensor>> outs(1);
-        for (std::size_t r = 0; r < n; ++r)
-          outs[0].push_back(bytes_tensor(recv_.data() + r * block, block));
-        c10d::AllgatherOptions ao;
-        ao.timeout = timeout();
-        run("allgather_list (padded)", [&] { return pg_->allgather(outs, in, ao); });
-      } else {
-        direct("allgather_list (padded)", [&](std::uint32_t tag) {
-          ::gloo::AllgatherOptions o(pg_->context());
-          o.setTag(tag);
-          o.setTimeout(timeout());
-          o.setInput(reinterpret_cast<std::uint8_t*>(send_.data()), block);
-          o.setOutput(reinterpret_cast<std::uint8_t*>(recv_.data()), block * n);
-          ::gloo::allgather(o);
-        });
-      }
-      auto* dst = static_cast<std::byte*>(out);
-      for (std::size_t r = 0; r < n; ++r) {
-        const auto b = static_cast<std::size_t>(counts[r]) * elem_size;
-        if (b) std::memcpy(dst, recv_.data() + r * block, b);
-        dst += b;
-      }
+      // The paper's padded all-gather: equal-size tensors of max(counts) elements really move
+      // (gather_blocks picks the path).
+      ProcessGroupCommunicator::do_allgatherv(mine, elem_size, counts, mode, out);
       return;
     }
     // Exact: gloo::allgatherv with each rank's true size; nothing but the payload travels.
+    const auto n = static_cast<std::size_t>(size());
+    const auto my = static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]) * elem_size;
     std::vector<std::size_t> sizes(n);
     std::size_t total = 0;
     for (std::size_t r = 0; r < n; ++r)
       total += sizes[r] = static_cast<std::size_t>(counts[r]) * elem_size;
     if (total == 0) return;
     direct("allgather_list (exact)", [&](std::uint32_t tag) {
-      ::gloo::AllgathervOptions o(pg_->context());
+      ::gloo::AllgathervOptions o(group_->context());
       o.setTag(tag);
       o.setTimeout(timeout());
       o.setInput(static_cast<std::uint8_t*>(const_cast<void*>(mine)), my);
@@ -219,48 +139,49 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
-  void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
-    if (!cfg_.via_c10d) {
-      direct("allgather_counts", [&](std::uint32_t tag) {
-        ::gloo::AllgatherOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        o.setInput(const_cast<std::int64_t*>(mine.data()), mine.size());
-        o.setOutput(out.data(), out.size());
-        ::gloo::allgather(o);
-      });
+  void gather_blocks(const std::byte* send, std::size_t block, std::byte* recv) override {
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::gather_blocks(send, block, recv);
       return;
     }
-    std::vector<at::Tensor> in{at::from_blob(const_cast<std::int64_t*>(mine.data()),
-                                             {static_cast<std::int64_t>(mine.size())}, at::kLong)};
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int r = 0; r < size(); ++r)
-      outs[0].push_back(at::from_blob(out.data() + static_cast<std::size_t>(r) * mine.size(),
-                                      {static_cast<std::int64_t>(mine.size())}, at::kLong));
-    c10d::AllgatherOptions ao;
-    ao.timeout = timeout();
-    run("allgather_counts", [&] { return pg_->allgather(outs, in, ao); });
+    direct("allgather_list (padded)", [&](std::uint32_t tag) {
+      ::gloo::AllgatherOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setInput(reinterpret_cast<std::uint8_t*>(const_cast<std::byte*>(send)), block);
+      o.setOutput(reinterpret_cast<std::uint8_t*>(recv), block * static_cast<std::size_t>(size()));
+      ::gloo::allgather(o);
+    });
+  }
+
+  void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_allgather_i64(mine, out);
+      return;
+    }
+    direct("allgather_counts", [&](std::uint32_t tag) {
+      ::gloo::AllgatherOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setInput(const_cast<std::int64_t*>(mine.data()), mine.size());
+      o.setOutput(out.data(), out.size());
+      ::gloo::allgather(o);
+    });
   }
 
   void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override {
-    if (!cfg_.via_c10d) {
-      direct("alltoall_counts", [&](std::uint32_t tag) {
-        ::gloo::AlltoallOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        o.setInput(const_cast<std::int64_t*>(send.data()), send.size());
-        o.setOutput(recv.data(), recv.size());
-        ::gloo::alltoall(o);
-      });
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_alltoall_i64(send, recv);
       return;
     }
-    const auto n = static_cast<std::int64_t>(send.size());
-    auto in = at::from_blob(const_cast<std::int64_t*>(send.data()), {n}, at::kLong);
-    auto out = at::from_blob(recv.data(), {n}, at::kLong);
-    std::vector<std::int64_t> equal;  // empty: equal splits
-    c10d::AllToAllOptions o;
-    o.timeout = timeout();
-    run("alltoall_counts", [&] { return pg_->alltoall_base(out, in, equal, equal, o); });
+    direct("alltoall_counts", [&](std::uint32_t tag) {
+      ::gloo::AlltoallOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setInput(const_cast<std::int64_t*>(send.data()), send.size());
+      o.setOutput(recv.data(), recv.size());
+      ::gloo::alltoall(o);
+    });
   }
 
   // Byte lists on both paths. gloo::alltoallv sends to rank + i and receives from rank - i in
@@ -268,44 +189,46 @@ class GlooCommunicator final : public Communicator {
   void do_alltoallv(const void* send, std::size_t elem_size,
                     std::span<const std::int64_t> send_counts,
                     std::span<const std::int64_t> recv_counts, void* recv) override {
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_alltoallv(send, elem_size, send_counts, recv_counts, recv);
+      return;
+    }
     std::vector<std::int64_t> sb, rb;
     const std::int64_t st = byte_lengths(send_counts, elem_size, sb);
     const std::int64_t rt = byte_lengths(recv_counts, elem_size, rb);
-    // Empty buffers still need a valid address.
-    std::uint8_t dummy_in = 0, dummy_out = 0;
-    auto* in = st ? static_cast<std::uint8_t*>(const_cast<void*>(send)) : &dummy_in;
-    auto* out = rt ? static_cast<std::uint8_t*>(recv) : &dummy_out;
-    if (!cfg_.via_c10d) {
-      direct("alltoall_list", [&](std::uint32_t tag) {
-        ::gloo::AlltoallvOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        o.setInput(in, sb);
-        o.setOutput(out, rb);
-        ::gloo::alltoallv(o);
-      });
-      return;
-    }
-    auto tin = at::from_blob(in, {st}, at::kByte);
-    auto tout = at::from_blob(out, {rt}, at::kByte);
-    c10d::AllToAllOptions o;
-    o.timeout = timeout();
-    run("alltoall_list", [&] { return pg_->alltoall_base(tout, tin, rb, sb, o); });
+    std::uint8_t dummy_in = 0, dummy_out = 0;  // empty buffers still need a valid address
+    direct("alltoall_list", [&](std::uint32_t tag) {
+      ::gloo::AlltoallvOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setInput(st ? static_cast<std::uint8_t*>(const_cast<void*>(send)) : &dummy_in, sb);
+      o.setOutput(rt ? static_cast<std::uint8_t*>(recv) : &dummy_out, rb);
+      ::gloo::alltoallv(o);
+    });
   }
 
   void do_allreduce_f32(std::span<float> data) override {
-    allreduce(data.data(), data.size(), at::kFloat);
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_allreduce_f32(data);
+      return;
+    }
+    allreduce_direct(data.data(), data.size());
   }
   void do_allreduce_f64(std::span<double> data) override {
-    allreduce(data.data(), data.size(), at::kDouble);
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_allreduce_f64(data);
+      return;
+    }
+    allreduce_direct(data.data(), data.size());
   }
   // 16-bit values go through gloo::allreduce on the group's context on both paths: c10d's
   // ProcessGroupGloo 1.13 reduces kHalf but not kBFloat16, and one reduction for both formats
-  // (core::add_bits16: each pair added in float32, rounded back) keeps fp16 and bf16 alike.
+  // (core::add_bits16: each pair added in float32, rounded back) keeps fp16 and bf16 alike. The
+  // process-group communicator's all-gather of the words would move size() times the bytes.
   void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
     if (data.empty()) return;
     direct("allreduce_sum", [&](std::uint32_t tag) {
-      ::gloo::AllreduceOptions o(pg_->context());
+      ::gloo::AllreduceOptions o(group_->context());
       o.setTag(tag);
       o.setTimeout(timeout());
       o.setOutput(data.data(), data.size());
@@ -321,143 +244,167 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // Host buffers only: the engine refuses device buffers, naming itself, on both paths.
+  void do_allgatherv_device(const void* mine, std::size_t elem_size,
+                            std::span<const std::int64_t> counts, GatherMode mode,
+                            void* out) override {
+    Communicator::do_allgatherv_device(mine, elem_size, counts, mode, out);
+  }
+  void do_allreduce_f32_device(float* data, std::size_t n) override {
+    Communicator::do_allreduce_f32_device(data, n);
+  }
+
   void do_broadcast(std::span<std::byte> data, int root) override {
-    if (data.empty()) return;
-    if (!cfg_.via_c10d) {
-      direct("broadcast", [&](std::uint32_t tag) {
-        ::gloo::BroadcastOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        o.setRoot(root);
-        o.setOutput(reinterpret_cast<std::uint8_t*>(data.data()), data.size());
-        ::gloo::broadcast(o);
-      });
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_broadcast(data, root);
       return;
     }
-    std::vector<at::Tensor> t{bytes_tensor(data.data(), data.size())};
-    c10d::BroadcastOptions o;
-    o.rootRank = root;
-    o.timeout = timeout();
-    run("broadcast", [&] { return pg_->broadcast(t, o); });
+    if (data.empty()) return;
+    direct("broadcast", [&](std::uint32_t tag) {
+      ::gloo::BroadcastOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setRoot(root);
+      o.setOutput(reinterpret_cast<std::uint8_t*>(data.data()), data.size());
+      ::gloo::broadcast(o);
+    });
   }
 
   void do_barrier() override {
-    if (!cfg_.via_c10d) {
-      direct("barrier", [&](std::uint32_t tag) {
-        ::gloo::BarrierOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        ::gloo::barrier(o);
-      });
+    if (cfg_.via_c10d) {
+      ProcessGroupCommunicator::do_barrier();
       return;
     }
-    c10d::BarrierOptions o;
-    o.timeout = timeout();
-    run("barrier", [&] { return pg_->barrier(o); });
+    direct("barrier", [&](std::uint32_t tag) {
+      ::gloo::BarrierOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      ::gloo::barrier(o);
+    });
   }
 
+  std::string failure_label() const override { return "gloo"; }
+  std::string refusal_label() const override { return "gloo"; }
+  std::string failure_note() override { return diagnose(); }
+
  private:
+  struct Rendezvous {
+    c10::intrusive_ptr<c10d::Store> store;
+    c10::intrusive_ptr<GlooGroup> group;
+  };
+
+  // The base is built on the process group, so the rendezvous that creates it runs first, in
+  // connect(). The process group's default timeout bounds the mesh set-up; --timeout is enforced
+  // per call by run() (c10d path) and by the Gloo options (direct path).
+  GlooCommunicator(const GlooConfig& cfg, Rendezvous r)
+      : ProcessGroupCommunicator(r.group, cfg.timeout),
+        cfg_(cfg),
+        store_(std::move(r.store)),
+        group_(std::move(r.group)) {}
+
+  static Rendezvous connect(const GlooConfig& cfg) {
+    cfg.validate();
+    const bool server = cfg.rank == 0;
+    if (server && !port_is_free(cfg.master_port))
+      throw CommError(
+          detail::concat("gloo: MASTER_PORT ", cfg.master_port,
+                         " is already in use on this machine (another exdyna or torch job?); "
+                         "choose a free port with MASTER_PORT"));
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(cfg.master_port);
+    so.isServer = server;
+    so.numWorkers = static_cast<std::size_t>(cfg.world_size);
+    so.waitWorkers = false;  // the process group's rendezvous waits for everyone anyway
+    // Start-up (processes loading libtorch, connecting the full mesh) is not a collective and can
+    // be slow on a loaded machine: it gets at least kMinRendezvous even when --timeout is short.
+    const auto rdv = std::max(cfg.timeout, kMinRendezvous);
+    so.timeout = rdv;
+    Rendezvous r;
+    try {
+      r.store = c10::make_intrusive<c10d::TCPStore>(cfg.master_addr, so);
+    } catch (const std::exception& e) {
+      if (server)
+        throw CommError(detail::concat(
+            "gloo: rank 0 could not start the rendezvous store on port ", cfg.master_port,
+            " (in use? choose another MASTER_PORT): ", first_line(e.what())));
+      throw CommError(detail::concat("gloo: rank ", cfg.rank,
+                                     " could not reach the rendezvous store at ", cfg.master_addr,
+                                     ":", cfg.master_port, " within ", rdv.count() / 1000.0,
+                                     " s (is rank 0 running?): ", first_line(e.what())));
+    }
+    prove_member(cfg, *r.store, rdv);
+    auto opts = c10d::ProcessGroupGloo::Options::create(rdv);
+    std::string listen = cfg.listen_addr;
+    if (listen.empty() && is_loopback(cfg.master_addr)) listen = "127.0.0.1";
+    try {
+      opts->devices.push_back(listen.empty()
+                                  ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                  : c10d::ProcessGroupGloo::createDeviceForHostname(listen));
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("gloo: rank ", cfg.rank, " cannot listen on '", listen,
+                                     "': ", first_line(e.what())));
+    }
+    opts->threads = 1;  // calls are issued and waited one at a time
+    try {
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>("exdyna/pg", r.store);
+      r.group = c10::make_intrusive<GlooGroup>(prefixed, cfg.rank, cfg.world_size, opts);
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("gloo: rank ", cfg.rank, " could not connect to its ",
+                                     cfg.world_size - 1, " peers within ", rdv.count() / 1000.0,
+                                     " s: ", first_line(e.what())));
+    }
+    return r;
+  }
+
   // Before any peer connection: every rank proves the job token (comm/job_token.hpp), so a process
   // that only reached the store never becomes part of the mesh.
-  void prove_member(std::chrono::milliseconds within) {
-    StoreProofs proofs(*store_);
+  static void prove_member(const GlooConfig& cfg, c10d::Store& store,
+                           std::chrono::milliseconds within) {
+    StoreProofs proofs(store);
     MembershipResult m;
     try {
-      m = prove_membership(proofs, cfg_.rank, cfg_.world_size, cfg_.job_token, within);
+      m = prove_membership(proofs, cfg.rank, cfg.world_size, cfg.job_token, within);
     } catch (const exdyna::Error&) {
       throw;
     } catch (const std::exception& e) {
       throw CommError(detail::concat(
-          "gloo: rank ", cfg_.rank,
+          "gloo: rank ", cfg.rank,
           ": the job token check lost the rendezvous store: ", first_line(e.what())));
     }
-    if (!m.secured && cfg_.rank == 0)
+    if (!m.secured && cfg.rank == 0)
       std::fprintf(stderr,
                    "exdyna: warning: EXDYNA_JOB_TOKEN is not set: any process that reaches "
                    "%s:%d can join this job (docs/reliability.md)\n",
-                   cfg_.master_addr.c_str(), cfg_.master_port);
-  }
-
-  static std::string first_line(const std::string& s) {
-    // c10 errors carry a C++ stack trace after the first lines; keep the message only.
-    const auto pos = s.find("\nException raised from");
-    std::string m = pos == std::string::npos ? s : s.substr(0, pos);
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    return m;
-  }
-
-  static at::Tensor bytes_tensor(void* p, std::size_t n) {
-    return at::from_blob(p, {static_cast<std::int64_t>(n)}, at::kByte);
+                   cfg.master_addr.c_str(), cfg.master_port);
   }
 
   template <typename T>
-  void allreduce(T* data, std::size_t n, at::ScalarType type) {
+  void allreduce_direct(T* data, std::size_t n) {
     if (n == 0) return;
-    if (!cfg_.via_c10d) {
-      // In place, the way ProcessGroupGloo calls it: same algorithm, same summation order.
-      direct("allreduce_sum", [&](std::uint32_t tag) {
-        ::gloo::AllreduceOptions o(pg_->context());
-        o.setTag(tag);
-        o.setTimeout(timeout());
-        o.setOutput(data, n);
-        o.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&::gloo::sum<T>));
-        ::gloo::allreduce(o);
-      });
-      return;
-    }
-    std::vector<at::Tensor> t{at::from_blob(data, {static_cast<std::int64_t>(n)}, type)};
-    c10d::AllreduceOptions o;
-    o.reduceOp = c10d::ReduceOp::SUM;
-    o.timeout = timeout();
-    run("allreduce_sum", [&] { return pg_->allreduce(t, o); });
-  }
-
-  void check_usable(const char* op) {
-    if (!failure_.empty())
-      throw CommError(detail::concat("gloo: rank ", rank(), ": ", op,
-                                     " called after an earlier failure: ", failure_));
+    // In place, the way ProcessGroupGloo calls it: same algorithm, same summation order.
+    direct("allreduce_sum", [&](std::uint32_t tag) {
+      ::gloo::AllreduceOptions o(group_->context());
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setOutput(data, n);
+      o.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&::gloo::sum<T>));
+      ::gloo::allreduce(o);
+    });
   }
 
   // Runs one Gloo algorithm on the calling thread, on the process group's context, with the
-  // communicator's timeout. Tags of c10d's own collectives count up from 0; ours live in the upper
-  // half, so the two paths never share a slot.
+  // communicator's timeout; numbered and failed like the c10d collectives (begin/fail). Tags of
+  // c10d's own collectives count up from 0; ours live in the upper half, so the two paths never
+  // share a slot.
   template <typename Body>
   void direct(const char* op, Body&& body) {
-    check_usable(op);
-    ++seq_;
+    const std::uint64_t seq = begin(op);
     try {
-      body(0x80000000u | static_cast<std::uint32_t>(seq_ & 0x7fffffff));
+      body(0x80000000u | static_cast<std::uint32_t>(seq & 0x7fffffff));
     } catch (const std::exception& e) {
       fail(op, e.what());
     }
-  }
-
-  // Issues one c10d collective and waits for it with exactly the communicator's timeout.
-  // ProcessGroupGloo 1.13 runs its algorithms with the group's default timeout (the longer
-  // rendezvous one), not the per-call option, so this wait is what enforces --timeout; a collective
-  // left running after a timeout belongs to a communicator that refuses further calls.
-  template <typename Issue>
-  void run(const char* op, Issue&& issue) {
-    check_usable(op);
-    ++seq_;
-    try {
-      auto work = issue();
-      work->wait(timeout());
-    } catch (const std::exception& e) {
-      fail(op, e.what());
-    }
-  }
-
-  [[noreturn]] void fail(const char* op, const std::string& what) {
-    const std::string msg = first_line(what);
-    const bool timed_out = msg.find("imed out") != std::string::npos;
-    failure_ = detail::concat("gloo: rank ", rank(), ": ", op, " (collective #", seq_, ") ",
-                              timed_out ? "timed out after " : "failed: ",
-                              timed_out ? detail::concat(timeout().count() / 1000.0, " s") : msg,
-                              timed_out ? " (" + msg + ")" : std::string(), diagnose());
-    if (timed_out) throw TimeoutError(failure_);
-    throw CommError(failure_);
   }
 
   // Post-mortem through the rendezvous store: every surviving rank posts a note, then looks for a
@@ -503,10 +450,7 @@ class GlooCommunicator final : public Communicator {
 
   GlooConfig cfg_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<GlooGroup> pg_;
-  std::uint64_t seq_ = 0;
-  std::string failure_;
-  std::vector<std::byte> send_, recv_;
+  c10::intrusive_ptr<GlooGroup> group_;
 };
 
 }  // namespace

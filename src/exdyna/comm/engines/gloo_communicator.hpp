@@ -3,7 +3,8 @@
 // MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK).
 //
 // ProcessGroupGloo provides the rendezvous, the full mesh of connections and the Gloo context; the
-// collectives run through ProcessGroupGloo (default) or run the same Gloo algorithms directly on
+// collectives run through ProcessGroupGloo (default: the engine is the process-group communicator,
+// process_group_communicator.hpp, over that group) or run the same Gloo algorithms directly on
 // that context (via_c10d = false):
 //   all-reduce            ProcessGroupGloo::allreduce (SUM), in place   (direct: gloo::allreduce)
 //   padded all-gather     ProcessGroupGloo::allgather of equal-size tensors of max(counts)

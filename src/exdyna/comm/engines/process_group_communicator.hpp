@@ -20,18 +20,103 @@
 // buffers (allgather_list_device, allreduce_sum_device: the GPU path) become CUDA tensors over
 // the caller's device memory, for NCCL or Gloo (which takes CUDA tensors); MPI refuses them.
 //
-// This header includes libtorch's c10d headers: only the Python binding and this engine's .cpp
-// include it.
+// The class is public so the Gloo engine can build on it: in its c10d mode (the default) the Gloo
+// engine is this communicator over its own ProcessGroupGloo, overriding only what it does
+// differently (exact all-gather and 16-bit sum on the group's Gloo context, host buffers only, its
+// name and post-mortem in errors).
+//
+// This header includes libtorch's c10d headers: only the Python binding, this engine's .cpp and
+// the Gloo engine's .cpp include it.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "exdyna/comm/communicator.hpp"
 
 namespace exdyna::comm {
+
+class ProcessGroupCommunicator : public Communicator {
+ public:
+  // Throws InvalidArgument when pg is null, its backend is not gloo, mpi or nccl, or timeout <= 0.
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                           std::chrono::milliseconds timeout);
+
+  int rank() const override { return pg_->getRank(); }
+  int size() const override { return pg_->getSize(); }
+  std::string_view engine() const override { return "process-group"; }
+  bool takes_device_buffers() const override { return backend_ != "mpi"; }
+
+ protected:
+  void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
+                     GatherMode mode, void* out) override;
+  void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override;
+  void do_alltoall_i64(std::span<const std::int64_t> send, std::span<std::int64_t> recv) override;
+  void do_alltoallv(const void* send, std::size_t elem_size,
+                    std::span<const std::int64_t> send_counts,
+                    std::span<const std::int64_t> recv_counts, void* recv) override;
+  void do_allreduce_f32(std::span<float> data) override;
+  void do_allreduce_f64(std::span<double> data) override;
+  void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override;
+  void do_allgatherv_device(const void* mine, std::size_t elem_size,
+                            std::span<const std::int64_t> counts, GatherMode mode,
+                            void* out) override;
+  void do_allreduce_f32_device(float* data, std::size_t n) override;
+  void do_broadcast(std::span<std::byte> data, int root) override;
+  void do_barrier() override;
+
+  // Moves the padded all-gather's equal blocks: send (block bytes) from every rank into recv
+  // (block * size() bytes, in rank order). The padding around it is the same on every path.
+  virtual void gather_blocks(const std::byte* send, std::size_t block, std::byte* recv);
+
+  // How errors name this communicator: failure_label() starts a failure's message,
+  // refusal_label() the refusal of a call after one; failure_note() is appended to a failure's.
+  virtual std::string failure_label() const { return "process group (" + backend_ + ")"; }
+  virtual std::string refusal_label() const { return "process group"; }
+  virtual std::string failure_note() { return {}; }
+
+  // Every collective, whatever carries it, goes through begin() and, when it throws, fail(): one
+  // numbering and one refusal after the first failure. begin() returns the call's number.
+  std::uint64_t begin(const char* op);
+  [[noreturn]] void fail(const char* op, const std::string& what);
+
+  // Issues one collective on the group and waits for it with the communicator's timeout.
+  template <typename Issue>
+  void run(const char* op, Issue&& issue) {
+    begin(op);
+    try {
+      auto work = issue();
+      work->wait(timeout());
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
+  }
+
+  // c10 errors carry a C++ stack trace after the first lines; keep the message only.
+  static std::string first_line(const std::string& s);
+
+ private:
+  // The paper's padded all-gather: equal-size tensors of max(counts) elements really move.
+  void padded_allgather(const void* mine, std::size_t elem_size,
+                        std::span<const std::int64_t> counts, void* out);
+  template <typename T>
+  void allreduce(T* data, std::size_t n, at::ScalarType type);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  std::string backend_;
+  std::uint64_t seq_ = 0;
+  std::string failure_;
+  std::vector<std::byte> send_, recv_;
+  bool device_only_ = false;
+  at::Tensor dev_send_, dev_recv_;  // the padded device all-gather's buffers, kept between steps
+  std::vector<std::uint16_t> gathered16_;
+};
 
 // Throws InvalidArgument when pg is null or its backend is not gloo, mpi or nccl.
 std::unique_ptr<Communicator> make_process_group_communicator(
