@@ -37,8 +37,8 @@ stay on the GPU, and only counts cross to the host. Overlapped, a bucket's step 
 own stream of that device (ordered after the stream that produced the bucket): its waits for the
 counts stop only the communication thread, while the backward kernels queued on the caller's
 stream keep the GPU busy; the future is CUDA-aware, so DDP's use of the update is ordered after
-it. overlap=False runs the step on the caller's current stream. There the sparsifier is "exdyna" (controller "paper" or "exact") or
-"dense"; the others raise ValueError at the first step.
+it. overlap=False runs the step on the caller's current stream. There the sparsifier is "exdyna"
+(controller "paper" or "exact") or "dense"; the others raise ValueError at the first step.
 """
 
 import collections
