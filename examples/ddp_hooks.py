@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""One rank of the DDP head-to-head (`exdyna compare --ddp`): trains a model with one DDP
+communication hook and writes rank 0's per-step CSV.
+
+    torchrun --nnodes W --node_rank i --nproc_per_node 1 --master_addr HOST0 --master_port P \
+        examples/ddp_hooks.py --model lstm --hook exdyna-d0.01 --steps 200 --csv run.csv
+
+Models (Gloo, one thread per rank, the same seed on every rank):
+  cnn   the small CNN of `exdyna train` on Fashion-MNIST (/usr/share/datasets/fashion-mnist),
+        215k parameters, batch --batch (32) per rank, SGD lr 0.05 momentum 0.9; accuracy: test
+        accuracy on the first 2,000 test images.
+  lstm  a word LSTM language model on the English text of python3.11-doc
+        (/usr/share/doc/python3.11/html/_sources): the --vocab (10,000) most frequent words,
+        embedding 200, 2 LSTM layers of 200, output layer 200 x V (4.65M parameters at V = 10,000,
+        nine tenths of them in the embedding and the output layer, whose compute is small), batch
+        --batch (4) sequences of --bptt (20) words per rank, SGD lr 20 with gradient clipping
+        0.25 (PyTorch's word_language_model example); accuracy: next-word top-1 accuracy on 100
+        held-out sequences (2,000 words) of the last 5 % of the corpus.
+Hooks: allreduce (DDP with no hook: its C++ all-reduce), fp16, bf16 (PyTorch's
+fp16_compress_hook, bf16_compress_hook), powersgd-rN (powerSGD_hook, rank N, error feedback and
+warm start, start_powerSGD_iter = 10 % of --steps as PowerSGDState's documentation advises, at
+least 2), exdyna-dX (exdyna.ddp.hook, State(density=X), the exact controller, overlapped),
+exdyna-sync-dX (the same with overlap=False).
+
+The CSV (rank 0; one row per step): step, wall_s (training time so far, evaluation excluded),
+step_ms (forward, backward with the hook, optimizer), compute_ms (the median of --calibrate steps
+run with DDP's no_sync(), i.e. without communication, before training), hook_ms (time the autograd
+thread spent inside the hook's calls this step; 0 for allreduce, whose hook is DDP's C++ code),
+wait_ms (step_ms - compute_ms - hook_ms, at least 0: waiting for communication), bytes (what this
+rank handed to collectives this step: exdyna's communicator count, the dense payload for
+allreduce, fp16 and bf16, PowerSGD's P and Q and uncompressed tensors), loss, and at every
+--eval-every step acc (the model's accuracy, in [0, 1]). A failing rank prints the exception and
+exits 1; the driver records it.
+"""
+
+import argparse
+import collections
+import datetime
+import glob
+import gzip
+import os
+import re
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+CORPUS = "/usr/share/doc/python3.11/html/_sources"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=["cnn", "lstm"], required=True)
+    p.add_argument("--hook", required=True, help="allreduce, fp16, bf16, powersgd-rN, "
+                   "exdyna-dX, exdyna-sync-dX")
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--eval-every", type=int, default=20)
+    p.add_argument("--calibrate", type=int, default=5, help="no_sync steps before training")
+    p.add_argument("--batch", type=int, help="per rank (cnn 32, lstm 4)")
+    p.add_argument("--lr", type=float, default=0.0, help="learning rate (cnn 0.05, lstm 20)")
+    p.add_argument("--bptt", type=int, default=20)
+    p.add_argument("--vocab", type=int, default=10000)
+    p.add_argument("--csv", required=True, help="rank 0's per-step CSV")
+    p.add_argument("--cache-dir", default="", help="where the corpus' word ids are cached")
+    p.add_argument("--timeout", type=float, default=300, help="seconds a collective may block")
+    a = p.parse_args(argv)
+    if a.steps < 1 or a.eval_every < 1 or a.calibrate < 1 or a.bptt < 2 or a.vocab < 100:
+        p.error("--steps, --eval-every, --calibrate >= 1, --bptt >= 2, --vocab >= 100")
+    a.batch = a.batch or (32 if a.model == "cnn" else 4)
+    parse_hook(a.hook, a.steps)  # a bad name fails here, before any collective
+    return a
+
+
+def parse_hook(name, steps):
+    """(kind, parameter): ('allreduce', None), ('powersgd', rank), ('exdyna', (density, overlap))."""
+    if name in ("allreduce", "fp16", "bf16"):
+        return name, None
+    m = re.fullmatch(r"powersgd-r([1-9][0-9]*)", name)
+    if m:
+        return "powersgd", int(m.group(1))
+    m = re.fullmatch(r"exdyna(-sync)?-d([0-9.e-]+)", name)
+    if m:
+        d = float(m.group(2))
+        if 0 < d <= 1:
+            return "exdyna", (d, m.group(1) is None)
+    raise SystemExit(f"ddp_hooks.py: --hook '{name}' is not valid; expected allreduce, fp16, "
+                     "bf16, powersgd-rN, exdyna-dX or exdyna-sync-dX with 0 < X <= 1")
+
+
+class SmallCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
+        self.conv2 = nn.Conv2d(16, 32, 5, padding=2)
+        self.fc1 = nn.Linear(32 * 7 * 7, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class WordLstm(nn.Module):
+    def __init__(self, vocab):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, 200)
+        self.lstm = nn.LSTM(200, 200, num_layers=2, batch_first=True)
+        self.out = nn.Linear(200, vocab)
+
+    def forward(self, x):
+        h, _ = self.lstm(self.embed(x))
+        return self.out(h)
+
+
+def read_idx(path):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3])]
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * raw[3])
+                            .reshape(shape).copy())
+
+
+def fashion(split):
+    x = read_idx(os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")).float() / 255.0
+    y = read_idx(os.path.join(FASHION, f"{split}-labels-idx1-ubyte.gz")).long()
+    return ((x - 0.2860) / 0.3530).unsqueeze(1), y
+
+
+def corpus_ids(vocab, cache_dir):
+    """The corpus as word ids (0: a word outside the vocabulary), cached: every rank reads it."""
+    cache = os.path.join(cache_dir, f"lstm-corpus-v{vocab}.pt") if cache_dir else ""
+    if cache and os.path.exists(cache):
+        return torch.load(cache)
+    words = []
+    for path in sorted(glob.glob(os.path.join(CORPUS, "**", "*.txt"), recursive=True)):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            words.extend(re.findall(r"[a-z]+", f.read().lower()))
+    if not words:
+        raise SystemExit(f"ddp_hooks.py: no corpus under {CORPUS} (install python3.11-doc)")
+    common = [w for w, _ in collections.Counter(words).most_common(vocab - 1)]
+    index = {w: i + 1 for i, w in enumerate(common)}
+    ids = torch.tensor([index.get(w, 0) for w in words], dtype=torch.long)
+    if cache:
+        tmp = f"{cache}.{os.getpid()}"
+        torch.save(ids, tmp)
+        os.replace(tmp, cache)  # atomic: ranks racing here all write the same ids
+    return ids
+
+
+class Task:
+    """A model, its batches (per rank and step), its loss and its accuracy."""
+
+    def __init__(self, a, rank, world):
+        self.a, self.rank, self.world = a, rank, world
+        torch.manual_seed(0)
+        if a.model == "cnn":
+            self.xtr, self.ytr = fashion("train")
+            xte, yte = fashion("t10k")
+            self.xte, self.yte = xte[:2000], yte[:2000]
+            self.net = SmallCnn()
+        else:
+            ids = corpus_ids(a.vocab, a.cache_dir)
+            cut = int(len(ids) * 0.95)
+            self.train_ids, held = ids[:cut], ids[cut:]
+            span = a.bptt + 1
+            self.test = held[:100 * span].view(100, span)
+            self.net = WordLstm(a.vocab)
+        self.gen = torch.Generator().manual_seed(1 + rank)
+
+    def batch(self):
+        a = self.a
+        if a.model == "cnn":
+            idx = torch.randint(len(self.xtr), (a.batch,), generator=self.gen)
+            return self.xtr[idx], self.ytr[idx]
+        span = a.bptt + 1
+        starts = torch.randint(len(self.train_ids) - span, (a.batch,), generator=self.gen)
+        chunk = torch.stack([self.train_ids[s:s + span] for s in starts.tolist()])
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def loss(self, model, batch):
+        out = model(batch[0])
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), batch[1].reshape(-1))
+
+    def accuracy(self):
+        self.net.eval()
+        with torch.no_grad():
+            if self.a.model == "cnn":
+                hit = (self.net(self.xte).argmax(1) == self.yte).float().mean()
+            else:
+                hit = (self.net(self.test[:, :-1]).argmax(-1) == self.test[:, 1:]).float().mean()
+        self.net.train()
+        return float(hit)
+
+    def clip(self):
+        if self.a.model == "lstm":
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 0.25)
+
+    def optimizer(self):
+        if self.a.model == "cnn":
+            return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 0.05, momentum=0.9)
+        return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 20.0)
+
+
+def powersgd_bytes(model, rank):
+    """Per step and rank, what powerSGD_hook all-reduces after its warm-up: an n x m matrix as P
+    (n x r) and Q (m x r) where that is at least 2x smaller, vectors and other matrices whole."""
+    total = 0
+    for p in model.parameters():
+        if p.dim() <= 1:
+            total += 4 * p.numel()
+            continue
+        n, m = p.shape[0], p.numel() // p.shape[0]
+        r = min(n, m, rank)
+        total += 4 * ((n + m) * r if n * m >= 2 * (n + m) * r else n * m)
+    return total
+
+
+def register(model, kind, param, steps, n_params, clock):
+    """Registers the hook, its call time added to clock[0]; returns (bytes of a step, meta)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    meta = {}
+    if kind == "allreduce":
+        return (lambda step: 4 * n_params), meta
+    if kind in ("fp16", "bf16"):
+        state, hook = None, getattr(default_hooks, f"{kind}_compress_hook")
+        per_step = lambda step: 2 * n_params  # noqa: E731
+    elif kind == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+        start = max(2, steps // 10)
+        meta["start_powerSGD_iter"] = start
+        state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=param,
+                                   start_powerSGD_iter=start, use_error_feedback=True,
+                                   warm_start=True)
+        hook, compressed = psgd.powerSGD_hook, powersgd_bytes(model, param)
+        per_step = lambda step: 4 * n_params if step < start else compressed  # noqa: E731
+    else:
+        import exdyna.ddp
+        density, overlap = param
+        state = exdyna.ddp.State(density=density, overlap=overlap, controller="exact")
+        hook, seen = exdyna.ddp.hook, [0]
+
+        def per_step(step):
+            sent, seen[0] = state.bytes_total - seen[0], state.bytes_total
+            return sent
+
+    def timed(s, bucket):
+        t0 = time.perf_counter()
+        fut = hook(s, bucket)
+        clock[0] += time.perf_counter() - t0
+        return fut
+
+    model.register_comm_hook(state, timed)
+    return per_step, meta
+
+
+def calibrate(model, task, opt, n):
+    """Median ms of forward + backward (+ clipping) with no communication (DDP's no_sync)."""
+    times = []
+    for _ in range(n):
+        b = task.batch()
+        t0 = time.perf_counter()
+        with model.no_sync():
+            task.loss(model, b).backward()
+        task.clip()
+        times.append(1e3 * (time.perf_counter() - t0))
+        opt.zero_grad()
+    return statistics.median(times)
+
+
+def train(a, rank, world):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    task = Task(a, rank, world)
+    model = DDP(task.net)
+    n_params = sum(p.numel() for p in model.parameters())
+    clock = [0.0]
+    kind, param = parse_hook(a.hook, a.steps)
+    step_bytes, meta = register(model, kind, param, a.steps, n_params, clock)
+    opt = task.optimizer()
+    compute_ms = calibrate(model, task, opt, a.calibrate)
+    out = open(a.csv, "w") if rank == 0 else None
+    if out:
+        out.write(f"# model={a.model} hook={a.hook} world={world} parameters={n_params} "
+                  f"torch={torch.__version__} calibrated_compute_ms={compute_ms:.3f}"
+                  + "".join(f" {k}={v}" for k, v in meta.items()) + "\n")
+        out.write("step,wall_s,step_ms,compute_ms,hook_ms,wait_ms,bytes,loss,acc\n")
+    wall = 0.0
+    for step in range(a.steps):
+        b = task.batch()
+        clock[0] = 0.0
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = task.loss(model, b)
+        loss.backward()
+        task.clip()
+        t1 = time.perf_counter()
+        opt.step()
+        t2 = time.perf_counter()
+        step_ms, opt_ms, hook_ms = 1e3 * (t2 - t0), 1e3 * (t2 - t1), 1e3 * clock[0]
+        wall += (t2 - t0)
+        sent = step_bytes(step)
+        acc = ""
+        if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
+            if rank == 0:
+                acc = f"{task.accuracy():.5f}"
+            dist.barrier()  # the others wait: evaluation stays out of every rank's step time
+        if out:
+            comp = compute_ms + opt_ms
+            out.write(f"{step},{wall:.4f},{step_ms:.3f},{comp:.3f},{hook_ms:.3f},"
+                      f"{max(0.0, step_ms - comp - hook_ms):.3f},{sent},{loss.item():.5f},{acc}\n")
+            out.flush()
+        if not torch.isfinite(loss.detach()):
+            raise RuntimeError(f"loss {float(loss)} at step {step}: training diverged")
+    if out:
+        out.close()
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.timeout))
+    try:
+        train(a, dist.get_rank(), dist.get_world_size())
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

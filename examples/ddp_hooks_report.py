@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""The report of the DDP head-to-head (`exdyna compare --ddp`), made only from the runs' files:
+runs/<run>/steps.csv (examples/ddp_hooks.py's per-step CSV of rank 0) and runs/<run>/status.txt.
+
+    python3 examples/ddp_hooks_report.py --out DIR
+
+Writes DIR/summary.csv (one row per run, failed runs included), DIR/report.md (the tables, the
+target, the figures) and the figures (fig-*.csv, fig-*.gp, fig-*.png; gnuplot redraws each from
+its CSV). Standard library and gnuplot only.
+
+Per run: step_ms, compute_ms, hook_ms, wait_ms are medians over the steps after the first two
+(DDP builds its buckets and the hooks their state there); bytes_per_step is the mean over all
+steps; an evaluation's accuracy is the mean of it and the two before it (a short run's single
+evaluations are noisy); final_acc is that at the last evaluation; time_to_target_s is the training
+wall time (evaluations excluded) at the first evaluation whose accuracy reaches the model's target. The target is one
+number per model, the same for every hook and setting: --target MODEL=ACC, else 95 % of the best
+accuracy that plain DDP (allreduce) reached at any of the model's settings.
+"""
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+FIELDS = ["model", "workers", "bandwidth", "hook", "status", "steps", "step_ms", "compute_ms",
+          "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "target",
+          "time_to_target_s", "torch", "why"]
+RUN = re.compile(r"(cnn|lstm)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)")
+HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync"]
+RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+
+
+def rate_bps(name):
+    m = re.fullmatch(r"([0-9]+)([kmg]?bit)", name)
+    return int(m.group(1)) * RATE[m.group(2)]
+
+
+def hook_key(h):
+    rank = next((i for i, p in enumerate(HOOK_ORDER) if h.startswith(p)), len(HOOK_ORDER))
+    return (rank, h)
+
+
+def read_steps(path):
+    """(meta dict from the '# k=v' line, rows as dicts of floats; acc None where not evaluated)."""
+    meta, rows = {}, []
+    if not os.path.exists(path):
+        return meta, rows
+    with open(path) as f:
+        first = f.readline()
+        if first.startswith("#"):
+            meta = dict(kv.split("=", 1) for kv in first[1:].split() if "=" in kv)
+        else:
+            f.seek(0)
+        for r in csv.DictReader(f):
+            rows.append({k: (float(v) if v not in ("", None) else None) for k, v in r.items()})
+    return meta, rows
+
+
+def summarise(run_dir, name):
+    m = RUN.fullmatch(name)
+    row = dict.fromkeys(FIELDS, "")
+    row.update(model=m.group(1), hook=m.group(2), workers=int(m.group(3)), bandwidth=m.group(4))
+    status = "failed: no status.txt (the run did not finish)"
+    sp = os.path.join(run_dir, "status.txt")
+    if os.path.exists(sp):
+        with open(sp) as f:
+            status = f.readline().strip()
+    meta, rows = read_steps(os.path.join(run_dir, "steps.csv"))
+    row["torch"] = meta.get("torch", "")
+    row["steps"] = len(rows)
+    if status != "ok":
+        row["status"] = "failed"
+        row["why"] = status.removeprefix("failed: ")
+    else:
+        row["status"] = "ok"
+    if rows:
+        timed = rows[2:] if len(rows) > 2 else rows
+        for k in ("step_ms", "compute_ms", "hook_ms", "wait_ms"):
+            row[k] = round(statistics.median(r[k] for r in timed), 3)
+        row["bytes_per_step"] = round(statistics.mean(r["bytes"] for r in rows))
+        smooth = smoothed(rows)
+        if smooth:
+            row["final_acc"] = round(smooth[-1][1], 5)
+            row["best_acc"] = round(max(a for _, a in smooth), 5)
+    return row, rows
+
+
+def smoothed(rows):
+    """(wall_s, accuracy) at each evaluation, the accuracy the mean of it and the (up to) two
+    evaluations before it: one evaluation of a short run is noisy, and a lucky one would set
+    the time to the target."""
+    evals = [r for r in rows if r["acc"] is not None]
+    return [(e["wall_s"], statistics.mean(x["acc"] for x in evals[max(0, i - 2):i + 1]))
+            for i, e in enumerate(evals)]
+
+
+def targets(summary, given):
+    out = {}
+    for model in sorted({r["model"] for r in summary}):
+        if model in given:
+            out[model] = (given[model], "given with --target")
+            continue
+        dense = [r["best_acc"] for r in summary
+                 if r["model"] == model and r["hook"] == "allreduce" and r["best_acc"] != ""]
+        if dense:
+            out[model] = (round(0.95 * max(dense), 4),
+                          "95 % of plain DDP's (allreduce) best accuracy")
+        else:
+            best = [r["best_acc"] for r in summary if r["model"] == model and r["best_acc"] != ""]
+            out[model] = (round(0.95 * statistics.median(best), 4) if best else 1.0,
+                          "95 % of the median best accuracy (no allreduce run finished)")
+    return out
+
+
+def time_to(rows, target):
+    for wall, acc in smoothed(rows):
+        if acc >= target:
+            return round(wall, 3)
+    return ""
+
+
+def gnuplot(out, name, data_rows, header, plot, gp_bin):
+    """fig-<name>.csv and .gp into out, and the PNG; returns the PNG's name or the reason."""
+    with open(os.path.join(out, f"fig-{name}.csv"), "w") as f:
+        f.write(",".join(header) + "\n")
+        for r in data_rows:
+            f.write(",".join(str(x) for x in r) + "\n")
+    script = (f"set terminal pngcairo size 900,560 noenhanced\nset output 'fig-{name}.png'\n"
+              f"set datafile separator ','\nset key outside right\nset grid\n{plot}\n")
+    with open(os.path.join(out, f"fig-{name}.gp"), "w") as f:
+        f.write(script)
+    try:
+        subprocess.run([gp_bin, f"fig-{name}.gp"], cwd=out, check=True, capture_output=True,
+                       timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"fig-{name}.png not drawn: {e}"
+    return f"fig-{name}.png", None
+
+
+def series_plot(title, xlabel, ylabel, hooks, xcol, ycol, logx=False):
+    """One line per hook, from a long CSV whose first column is the hook."""
+    parts = [f"'DATA' using {xcol}:(strcol(1) eq '{h}' ? ${ycol} : NaN) with linespoints "
+             f"title '{h}'" for h in hooks]
+    return (f"set title '{title}'\nset xlabel '{xlabel}'\nset ylabel '{ylabel}'\n"
+            + ("set logscale x\n" if logx else "") + "plot " + ", \\\n     ".join(parts))
+
+
+def figures(out, summary, steps_by_run, gp_bin):
+    """(markdown of the figures, notes)."""
+    md, notes = [], []
+    for model in sorted({r["model"] for r in summary}):
+        for w in sorted({r["workers"] for r in summary if r["model"] == model}):
+            mine = [r for r in summary if r["model"] == model and r["workers"] == w]
+            for bw in sorted({r["bandwidth"] for r in mine}, key=rate_bps):
+                runs = sorted((r for r in mine if r["bandwidth"] == bw and r["status"] == "ok"),
+                              key=lambda r: hook_key(r["hook"]))
+                data = [(r["hook"], round(t, 4), round(acc, 5)) for r in runs
+                        for t, acc in smoothed(steps_by_run[(model, r["hook"], w, bw)])]
+                if not data:
+                    continue
+                name = f"acc-{model}-w{w}-{bw}"
+                plot = series_plot(f"{model}: accuracy (mean of 3 evaluations) against training "
+                                   f"time, {w} hosts, {bw}", "training wall time (s)",
+                                   "accuracy", [r["hook"] for r in runs], 2, 3)
+                plot += f", \\\n     {runs[0]['target']} with lines dt 2 lc 'black' title 'target'"
+                png, why = gnuplot(out, name, data, ["hook", "wall_s", "acc"],
+                                   plot.replace("DATA", f"fig-{name}.csv"), gp_bin)
+                md.append(f"![{name}]({png})" if png else f"({why})")
+                notes += [why] if why else []
+            runs = sorted((r for r in mine if r["status"] == "ok"),
+                          key=lambda r: (hook_key(r["hook"]), rate_bps(r["bandwidth"])))
+            if len({r["bandwidth"] for r in runs}) < 2:
+                continue
+            name = f"step-{model}-w{w}"
+            hooks = sorted({r["hook"] for r in runs}, key=hook_key)
+            data = [(r["hook"], rate_bps(r["bandwidth"]) / 1e6, r["step_ms"]) for r in runs]
+            plot = series_plot(f"{model}: median step time against bandwidth, {w} hosts",
+                               "link rate (Mbit/s)", "step time (ms)", hooks, 2, 3, logx=True)
+            png, why = gnuplot(out, name, data, ["hook", "mbit_s", "step_ms"],
+                               plot.replace("DATA", f"fig-{name}.csv"), gp_bin)
+            md.append(f"![{name}]({png})" if png else f"({why})")
+            notes += [why] if why else []
+    return md, notes
+
+
+def fmt(v, spec):
+    return "" if v == "" else format(v, spec)
+
+
+def table(rows):
+    """The setting's rows; final accuracy also as points against plain DDP's (allreduce)."""
+    dense = next((r["final_acc"] for r in rows if r["hook"] == "allreduce" and r["final_acc"] != ""),
+                 None)
+    lines = ["| hook | time to target (s) | final acc | vs allreduce (points) | step ms | compute "
+             "| hook | wait | bytes/step |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if r["status"] != "ok":
+            why = r["why"].replace("|", "\\|")
+            lines.append(f"| {r['hook']} | failed: {why} | | | | | | | |")
+            continue
+        ttt = fmt(r["time_to_target_s"], ".1f") or f"not reached ({r['steps']} steps)"
+        points = "" if dense is None or r["final_acc"] == "" else \
+            f"{100 * (r['final_acc'] - dense):+.2f}"
+        lines.append(f"| {r['hook']} | {ttt} | {fmt(r['final_acc'], '.4f')} | {points} | "
+                     f"{fmt(r['step_ms'], '.1f')} | {fmt(r['compute_ms'], '.1f')} | "
+                     f"{fmt(r['hook_ms'], '.1f')} | {fmt(r['wait_ms'], '.1f')} | "
+                     f"{fmt(r['bytes_per_step'], ',d')} |")
+    return lines
+
+
+def headline(rows):
+    """Who reached the target first at one setting, and by how much."""
+    reached = sorted((r for r in rows if r["time_to_target_s"] != ""),
+                     key=lambda r: r["time_to_target_s"])
+    if not reached:
+        return "no hook reached the target"
+    best = reached[0]
+    text = f"fastest to the target: **{best['hook']}** ({best['time_to_target_s']:.1f} s)"
+    ex = [r for r in reached if r["hook"].startswith("exdyna")]
+    if ex and ex[0] is not best:
+        text += (f"; best exdyna hook {ex[0]['hook']} {ex[0]['time_to_target_s']:.1f} s, "
+                 f"{ex[0]['time_to_target_s'] / best['time_to_target_s']:.2f}x its time")
+    elif ex and len(reached) > 1:
+        text += f", {reached[1]['time_to_target_s'] / best['time_to_target_s']:.2f}x faster " \
+                f"than the runner-up {reached[1]['hook']}"
+    return text
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="the head-to-head's output directory")
+    p.add_argument("--gnuplot", default="gnuplot")
+    p.add_argument("--command", default="", help="the command that made the runs (for the text)")
+    p.add_argument("--target", action="append", default=[], metavar="MODEL=ACC",
+                   help="the accuracy target of a model, in (0, 1]")
+    a = p.parse_args(argv)
+    a.targets = {}
+    for t in a.target:
+        m = re.fullmatch(r"(cnn|lstm)=([0-9.]+)", t)
+        if not m or not 0 < float(m.group(2)) <= 1:
+            p.error(f"--target '{t}' is not valid; expected cnn=ACC or lstm=ACC, 0 < ACC <= 1")
+        a.targets[m.group(1)] = float(m.group(2))
+    if not os.path.isdir(os.path.join(a.out, "runs")):
+        p.error(f"--out '{a.out}' has no runs/ directory")
+    return a
+
+
+def write_report(a, summary, tgt, figs, notes):
+    lines = ["# DDP head-to-head: exdyna's hook against PyTorch's", ""]
+    if a.command:
+        lines += ["```sh", a.command, "```", ""]
+    versions = sorted({r["torch"] for r in summary if r["torch"]})
+    lines += [f"torch {', '.join(versions) or '(unknown)'}; every number below is computed from "
+              "`runs/*/steps.csv` and `runs/*/status.txt` (summary.csv holds them all). Step "
+              "times are medians over the steps after the first two; compute is forward + "
+              "backward without communication (DDP's no_sync, measured before training) plus the "
+              "optimizer step; hook is the time the autograd thread spent inside the hook's "
+              "calls; wait is the rest of the step (waiting for communication). Bytes: what a "
+              "rank hands to collectives per step, the mean over the run. Accuracy at an "
+              "evaluation: the mean of it and the two evaluations before it; final accuracy: "
+              "that at the last evaluation; time to target: the training wall time (evaluations "
+              "excluded) at the first evaluation whose accuracy reaches the target. The hosts "
+              "share this machine's cores, so compute is slower than on W machines.", ""]
+    for model, (value, how) in sorted(tgt.items()):
+        lines.append(f"- target of **{model}**: accuracy {value:.4f} ({how}), the same for "
+                     "every hook and setting")
+    lines.append("")
+    for model in sorted({r["model"] for r in summary}):
+        for w in sorted({r["workers"] for r in summary if r["model"] == model}):
+            bws = sorted({r["bandwidth"] for r in summary
+                          if r["model"] == model and r["workers"] == w}, key=rate_bps)
+            for bw in bws:
+                rows = sorted((r for r in summary if (r["model"], r["workers"], r["bandwidth"])
+                               == (model, w, bw)), key=lambda r: hook_key(r["hook"]))
+                lines += [f"## {model}, {w} hosts, {bw}", "", headline(rows) + ".", ""]
+                lines += table(rows) + [""]
+    if figs:
+        lines += ["## Figures", ""] + [f + "\n" for f in figs]
+    if notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    summary, steps_by_run = [], {}
+    for name in sorted(os.listdir(os.path.join(a.out, "runs"))):
+        if not RUN.fullmatch(name):
+            continue
+        row, rows = summarise(os.path.join(a.out, "runs", name), name)
+        summary.append(row)
+        steps_by_run[(row["model"], row["hook"], row["workers"], row["bandwidth"])] = rows
+    tgt = targets(summary, a.targets)
+    for r in summary:
+        r["target"] = tgt[r["model"]][0]
+        if r["status"] == "ok":
+            key = (r["model"], r["hook"], r["workers"], r["bandwidth"])
+            r["time_to_target_s"] = time_to(steps_by_run[key], r["target"])
+    with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(summary)
+    figs, notes = figures(a.out, summary, steps_by_run, a.gnuplot)
+    write_report(a, summary, tgt, figs, notes)
+    failed = [r for r in summary if r["status"] != "ok"]
+    print(f"report: {os.path.join(a.out, 'report.md')} ({len(summary)} runs, "
+          f"{len(failed)} failed, {len(figs)} figures)")
+    for r in failed:
+        print(f"  failed: {r['model']} {r['hook']} w{r['workers']} {r['bandwidth']}: {r['why']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
