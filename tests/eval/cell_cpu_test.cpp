@@ -31,8 +31,8 @@ class CellCpu : public TempDirTest {
     const fs::path p =
         r == 0 ? dir_ / "stats.csv" : dir_ / "logs" / ("stats-r" + std::to_string(r) + ".csv");
     std::ofstream f(p);
-    f << "iter,t_cpu,t_non_comm,t_select" << (with_cpu_columns ? ",t_cpu_comm,t_select_cpu" : "")
-      << "\n";
+    f << "iteration,t_cpu,t_non_comm,t_select"
+      << (with_cpu_columns ? ",t_cpu_comm,t_select_cpu" : "") << "\n";
     for (std::size_t i = 0; i < its.size(); ++i) {
       f << i << ',' << its[i].cpu << ',' << 2 * its[i].cpu << ',' << 2 * its[i].select_cpu;
       if (with_cpu_columns) f << ',' << its[i].cpu_comm << ',' << its[i].select_cpu;
@@ -75,7 +75,7 @@ TEST_F(CellCpu, RanksWithoutAFileAreSkippedAndAWarmUpPastTheEndIsAnError) {
   write(0, {{0.1, 0, 0.01}, {0.2, 0, 0.01}});
   EXPECT_EQ(read_run_stats(dir_, 4, 0).size(), 1u);  // the model network writes rank 0's only
   EXPECT_THROW(read_run_stats(dir_, 1, 2), exdyna::DataError);
-  std::ofstream(dir_ / "stats.csv") << "iter,t_cpu,t_non_comm,t_select\n0,0.1,fast,0.1\n";
+  std::ofstream(dir_ / "stats.csv") << "iteration,t_cpu,t_non_comm,t_select\n0,0.1,fast,0.1\n";
   EXPECT_THROW(read_run_stats(dir_, 1, 0), exdyna::DataError);
 }
 

@@ -71,7 +71,8 @@ inline std::string cells_csv(const std::vector<FixtureCell>& cells) {
 inline std::string stats_csv(int iters, double target, double ratio, double f_t, double threshold) {
   const double density = target * ratio;
   std::ostringstream os;
-  os << "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"
+  os << "iteration,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,"
+        "density_"
         "error,f_t,padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,"
         "bytes_allreduce,bytes_broadcast,bytes_padded_elements,bytes_total,t_accumulate,t_select,"
         "t_allgather,t_allreduce,t_broadcast,t_update,t_other,t_non_comm\n";

@@ -21,10 +21,10 @@ double StatsColumns::mean(const std::string& name) const {
 }
 
 StatsColumns read_rank_stats(const fs::path& path, int warmup) {
-  const CsvTable t = CsvTable::read(path, {"iter", "t_cpu", "t_non_comm", "t_select"});
+  const CsvTable t = CsvTable::read(path, {"iteration", "t_cpu", "t_non_comm", "t_select"});
   StatsColumns s;
   for (std::size_t r = 0; r < t.rows(); ++r) {
-    if (t.num(r, "iter") < warmup) continue;
+    if (t.num(r, "iteration") < warmup) continue;
     for (const auto& h : t.header()) s.col[h].push_back(t.num_or_nan(r, h));
     ++s.rows;
   }

@@ -337,7 +337,7 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
   j["non_comm_ms"] = cpu;
   j["select_ms"] = select;
   j["ranks_measured"] = ranks.size();
-  j["best_iteration"] = static_cast<std::int64_t>(s.col.at("iter")[best]);
+  j["best_iteration"] = static_cast<std::int64_t>(s.col.at("iteration")[best]);
   j["allgather_ms"] = ag;
   j["allreduce_ms"] = ar;
   j["broadcast_ms"] = bc;

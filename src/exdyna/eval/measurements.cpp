@@ -215,13 +215,13 @@ std::vector<CommPoint> without_stalls(const std::vector<CommPoint>& points) {
 }
 
 CellSeries read_stats(const fs::path& path) {
-  const auto t = CsvTable::read(path, {"iter", "density", "f_t"});
+  const auto t = CsvTable::read(path, {"iteration", "density", "f_t"});
   CellSeries s;
   struct Col {
     const char* name;
     std::vector<double>* v;
   };
-  const Col cols[] = {{"iter", &s.iter},
+  const Col cols[] = {{"iteration", &s.iter},
                       {"density", &s.density},
                       {"target_density", &s.target_density},
                       {"f_t", &s.f_t},

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <variant>
 #include <vector>
+
+#include "exdyna/sparsifiers/step_stats_fields.hpp"
 
 namespace exdyna::sim {
 
@@ -26,9 +29,8 @@ T at_or(const std::vector<T>& v, std::size_t i, T fallback) {
 
 std::string decisions_header(int workers) {
   std::string s = "iter,threshold,k_total,density,f_t";
-  for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
-  for (int i = 0; i < workers; ++i) s += ",alloc_w" + std::to_string(i);
-  for (int i = 0; i < workers; ++i) s += ",blocks_p" + std::to_string(i);
+  for (const auto& f : sparsifiers::step_per_worker_fields())
+    for (int i = 0; i < workers; ++i) s += ',', s += f.column_prefix, s += std::to_string(i);
   s += "\n";
   return s;
 }
@@ -43,17 +45,10 @@ void append_decisions_row(std::string& s, const sparsifiers::StepStats& st, int 
   append_double(s, st.density);
   s += ',';
   append_double(s, st.f_t);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-    s += ',';
-    append_int(s, at_or<std::int64_t>(st.k_per_worker, i, 0));
-  }
-  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-    s += ',';
-    append_int(s, at_or<int>(st.alloc_per_worker, i, -1));
-  }
-  for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i) {
-    s += ',';
-    append_int(s, at_or<std::int64_t>(st.blocks_per_partition, i, 0));
+  for (const auto& f : sparsifiers::step_per_worker_fields()) {
+    const auto v = f.read(st);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)
+      s += ',', append_int(s, at_or<std::int64_t>(v, i, f.missing));
   }
   s += '\n';
 }
@@ -65,46 +60,19 @@ std::string decisions_csv(std::span<const sparsifiers::StepStats> steps, int wor
 }
 
 std::string stats_csv(std::span<const sparsifiers::StepStats> steps, int workers) {
-  std::string s =
-      "iter,world_size,n_g,k_target,target_density,threshold,k_total,k_unique,density,density_"
-      "error,f_t,"
-      "padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,bytes_allreduce,"
-      "bytes_broadcast,bytes_alltoall,bytes_padded_elements,bytes_total,t_accumulate,t_select,t_"
-      "allgather,t_"
-      "allreduce,"
-      "t_broadcast,t_update,t_other,t_non_comm,t_cpu,t_cpu_comm,t_select_cpu";
-  for (int i = 0; i < workers; ++i) s += ",k_w" + std::to_string(i);
-  for (int i = 0; i < workers; ++i) s += ",alloc_w" + std::to_string(i);
-  for (int i = 0; i < workers; ++i) s += ",blocks_p" + std::to_string(i);
-  s += "\n";
+  std::string s;
+  const char* sep = "";
+  for (const auto& c : sparsifiers::step_stat_columns(workers)) s += sep, s += c, sep = ",";
+  s += '\n';
   for (const auto& st : steps) {
-    const std::int64_t ints1[] = {st.iteration, st.world_size, st.n_g, st.k_target};
-    for (auto v : ints1) append_int(s, v), s += ',';
-    append_double(s, st.target_density), s += ',';
-    append_double(s, st.threshold), s += ',';
-    append_int(s, st.k_total), s += ',';
-    append_int(s, st.k_unique), s += ',';
-    append_double(s, st.density), s += ',';
-    append_double(s, st.density_error), s += ',';
-    append_double(s, st.f_t), s += ',';
-    append_int(s, st.padded_elements), s += ',';
-    append_double(s, st.global_error);
-    const std::uint64_t b[] = {st.bytes.allgather_counts, st.bytes.allgather_indices,
-                               st.bytes.allreduce,        st.bytes.broadcast,
-                               st.bytes.alltoall,         st.bytes.padded_elements,
-                               st.bytes.total()};
-    for (auto v : b) s += ',', s += std::to_string(v);
-    const double tm[] = {st.times.accumulate, st.times.select,     st.times.allgather,
-                         st.times.allreduce,  st.times.broadcast,  st.times.update,
-                         st.times.other,      st.times.non_comm(), st.times.cpu,
-                         st.times.cpu_comm,   st.times.select_cpu};
-    for (auto v : tm) s += ',', append_double(s, v);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)
-      s += ',', append_int(s, at_or<std::int64_t>(st.k_per_worker, i, 0));
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)
-      s += ',', append_int(s, at_or<int>(st.alloc_per_worker, i, -1));
-    for (std::size_t i = 0; i < static_cast<std::size_t>(workers); ++i)
-      s += ',', append_int(s, at_or<std::int64_t>(st.blocks_per_partition, i, 0));
+    sep = "";
+    for (const auto& v : sparsifiers::step_stat_values(st, workers)) {
+      s += sep, sep = ",";
+      if (const auto* i = std::get_if<std::int64_t>(&v))
+        append_int(s, *i);
+      else
+        append_double(s, std::get<double>(v));
+    }
     s += '\n';
   }
   return s;

@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <variant>
 
 #include "exdyna/core/atomic_file.hpp"
 #include "exdyna/core/error.hpp"
+#include "exdyna/sparsifiers/step_stats_fields.hpp"
 
 namespace exdyna::train {
 namespace fs = std::filesystem;
@@ -37,38 +39,21 @@ std::string num(double v) {
 
 std::string RunLog::iteration_csv() const {
   std::ostringstream os;
-  const std::size_t n = iters_.empty() ? 0 : iters_.front().stats.k_per_worker.size();
-  const std::size_t np = iters_.empty() ? 0 : iters_.front().stats.blocks_per_partition.size();
-  os << "step,epoch,wall_s,loss,lr,threshold,k_target,k_total,k_unique,density,target_density,"
-        "density_error,f_t,"
-        "padded_elements,global_error,bytes_allgather_counts,bytes_allgather_indices,bytes_"
-        "allreduce,"
-        "bytes_broadcast,bytes_alltoall,bytes_total,t_compute,t_accumulate,t_select,t_allgather,t_"
-        "allreduce,t_"
-        "broadcast,"
-        "t_update,t_other,t_optimizer";
-  for (std::size_t i = 0; i < n; ++i) os << ",k_w" << i;
-  for (std::size_t i = 0; i < n; ++i) os << ",alloc_w" << i;
-  for (std::size_t i = 0; i < np; ++i) os << ",blocks_p" << i;
+  const int workers =
+      iters_.empty() ? 0 : static_cast<int>(iters_.front().stats.k_per_worker.size());
+  os << "step,epoch,wall_s,loss,lr,t_compute,t_optimizer";
+  for (const auto& c : sparsifiers::step_stat_columns(workers)) os << ',' << c;
   os << "\n";
   for (const auto& r : iters_) {
-    const auto& s = r.stats;
     os << r.step << ',' << num(r.epoch) << ',' << num(r.wall_s) << ',' << num(r.loss) << ','
-       << num(r.lr) << ',' << num(s.threshold) << ',' << s.k_target << ',' << s.k_total << ','
-       << s.k_unique << ',' << num(s.density) << ',' << num(s.target_density) << ','
-       << num(s.density_error) << ',' << num(s.f_t) << ',' << s.padded_elements << ','
-       << num(s.global_error) << ',' << s.bytes.allgather_counts << ',' << s.bytes.allgather_indices
-       << ',' << s.bytes.allreduce << ',' << s.bytes.broadcast << ',' << s.bytes.alltoall << ','
-       << s.bytes.total() << ',' << num(r.t_compute) << ',' << num(s.times.accumulate) << ','
-       << num(s.times.select) << ',' << num(s.times.allgather) << ',' << num(s.times.allreduce)
-       << ',' << num(s.times.broadcast) << ',' << num(s.times.update) << ',' << num(s.times.other)
-       << ',' << num(r.t_optimizer);
-    for (std::size_t i = 0; i < n; ++i)
-      os << ',' << (i < s.k_per_worker.size() ? s.k_per_worker[i] : 0);
-    for (std::size_t i = 0; i < n; ++i)
-      os << ',' << (i < s.alloc_per_worker.size() ? s.alloc_per_worker[i] : -1);
-    for (std::size_t i = 0; i < np; ++i)
-      os << ',' << (i < s.blocks_per_partition.size() ? s.blocks_per_partition[i] : 0);
+       << num(r.lr) << ',' << num(r.t_compute) << ',' << num(r.t_optimizer);
+    for (const auto& v : sparsifiers::step_stat_values(r.stats, workers)) {
+      os << ',';
+      if (const auto* i = std::get_if<std::int64_t>(&v))
+        os << *i;
+      else
+        os << num(std::get<double>(v));
+    }
     os << "\n";
   }
   return os.str();

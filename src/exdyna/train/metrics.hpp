@@ -46,6 +46,8 @@ class RunLog {
   void add(EvalRecord r) { evals_.push_back(r); }
   const std::vector<IterRecord>& iters() const { return iters_; }
   const std::vector<EvalRecord>& evals() const { return evals_; }
+  // step, epoch, wall_s, loss, lr, t_compute, t_optimizer, then the columns of
+  // sparsifiers::step_stat_columns (one per worker of the first iteration for per-worker fields).
   std::string iteration_csv() const;
   std::string eval_csv() const;
   // Means over the recorded iterations (skipping the first `skip`).

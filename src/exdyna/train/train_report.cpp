@@ -10,6 +10,7 @@
 
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/hash.hpp"
+#include "exdyna/sparsifiers/step_stats_fields.hpp"
 #include "exdyna/train/dgc_momentum.hpp"
 #include "exdyna/train/plots.hpp"
 
@@ -81,6 +82,22 @@ nlohmann::json evaluations_json(const RunLog& log) {
   return ev;
 }
 
+// The mean over the run's iterations of every scalar statistic, by its CSV column name (null where
+// not finite: the threshold of a sparsifier without one, a global error not measured).
+nlohmann::json step_means_json(const RunLog& log) {
+  const auto columns = sparsifiers::step_scalar_columns();
+  std::vector<double> sum(columns.size(), 0.0);
+  for (const auto& r : log.iters()) {
+    const auto values = sparsifiers::step_scalar_values(r.stats);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      sum[i] += sparsifiers::stat_as_double(values[i]);
+  }
+  const auto n = static_cast<double>(log.iters().size());
+  nlohmann::json j = nlohmann::json::object();
+  for (std::size_t i = 0; i < columns.size(); ++i) j[columns[i]] = num(sum[i] / n);
+  return j;
+}
+
 }  // namespace
 
 std::string dgc_warmup_text(const TrainOptions& o) {
@@ -150,12 +167,10 @@ void write_run_files(const TrainOptions& opts, int world, std::string_view engin
   j["elapsed_s"] = res.elapsed_s;
   j["params_fnv1a"] = params_fnv1a(res.params);
   j["samples_per_s"] = res.samples_per_s;
-  std::uint64_t bytes = 0;
-  for (const auto& r : res.log.iters()) bytes += r.stats.bytes.total();
+  const nlohmann::json means = step_means_json(res.log);
   j["mean_bytes_per_iteration"] =
-      res.log.iters().empty()
-          ? 0.0
-          : static_cast<double>(bytes) / static_cast<double>(res.log.iters().size());
+      res.log.iters().empty() ? 0.0 : means.at("bytes_total").get<double>();
+  j["step_means"] = means;
   j["evaluations"] = evaluations_json(res.log);
   res.files.push_back((fs::path(opts.out_dir) / "iterations.csv").string());
   res.files.push_back((fs::path(opts.out_dir) / "eval.csv").string());

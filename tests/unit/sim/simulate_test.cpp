@@ -127,7 +127,7 @@ TEST(Simulate, StatsCsvHasAColumnForEveryField) {
   const auto res = run(small_config("dense", 3, 1000, 4));
   const auto rows = parse_csv(stats_csv(res.steps, 3));
   ASSERT_EQ(rows.size(), 5u);
-  for (const char* c : {"iter", "threshold", "k_unique", "density_error", "padded_elements",
+  for (const char* c : {"iteration", "threshold", "k_unique", "density_error", "padded_elements",
                         "global_error", "bytes_allreduce", "bytes_total", "t_select", "t_non_comm",
                         "k_w2", "alloc_w2", "blocks_p2"})
     EXPECT_NE(std::find(rows[0].begin(), rows[0].end(), c), rows[0].end()) << c;
