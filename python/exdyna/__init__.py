@@ -165,20 +165,23 @@ class Sparsifier:
 
     @property
     def stats(self):
-        """The last step's statistics as a dict (None before the first step):
+        """The last step's statistics as a dict (None before the first step); the same keys, each
+        with its description and unit: exdyna._exdyna._stats_fields().
 
-        iteration (the step's number, from 0), world_size, n_g (gradient length), k (target count
-        floor(d * n_g)), target_density (d), threshold (the selection threshold used; NaN for
+        iteration (the step's number, from 0), world_size, n_g (gradient length), k_target (target
+        count floor(d * n_g)), target_density (d), threshold (the selection threshold used; NaN for
         sparsifiers without one), k_per_worker (values each rank selected), k_total (their sum),
         k_unique (distinct indices in the update), density (k_total / n_g), density_error
         (Eq. 6: |k - k_total| / n_g), f_t (Eq. 5: n * max k_i / k_total, 1 when balanced),
         padded_elements (n * max k_i - k_total, the padding of padded all-gathers), global_error
         (Eq. 1, the mean over ranks of the residual's norm; NaN with measure_global_error=False),
-        alloc_per_worker and blocks_per_partition
-        (ExDyna's partitions; empty for others), bytes (this rank's bytes per collective:
+        alloc_per_worker and blocks_per_partition (ExDyna's partitions; empty for others),
+        own_partition and own_candidates (the length of the partition this rank selected from,
+        the values its exact controller counted), bytes (this rank's bytes per collective:
         allgather_counts, allgather_indices, allreduce, broadcast, alltoall, padded_elements, and
-        total, the sum of the five collectives), times (seconds: accumulate, select, select_cpu,
-        allgather, allreduce, broadcast, update, other)."""
+        total, the sum of the five collectives), times (seconds: accumulate, select, allgather,
+        allreduce, broadcast, update, other, non_comm, cpu and cpu_comm (0 here: exdyna simulate
+        sets them), select_cpu)."""
         return self._core.stats
 
     def state_dict(self):

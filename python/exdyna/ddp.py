@@ -468,8 +468,8 @@ def hook(state, bucket):
                     update = buf.div_(world)
                     torch.distributed.all_reduce(update, group=group)
                     stats = {"mode": mode, "iteration": iteration, "world_size": world,
-                             "n_g": buf.numel(), "k": buf.numel(), "k_total": buf.numel(),
-                             "density": 1.0, "f_t": 1.0,
+                             "n_g": buf.numel(), "k_target": buf.numel(),
+                             "k_total": buf.numel(), "density": 1.0, "f_t": 1.0,
                              "bytes": {"allreduce": dense_bytes, "total": dense_bytes}}
                 else:
                     update = sp.step(buf)
