@@ -71,13 +71,10 @@ class Sparsifier:
 
     sparsifier: one of sparsifier_names(). density: d in (0, 1]. process_group: a
     torch.distributed process group (Gloo, or NCCL for CUDA tensors; default: the default group).
-    options: the CLI's sparsifier flags in Python spelling (see option_names()): gather ("padded"
-    | "exact"), values ("fp32" | "fp16" | "bf16"), blocks, min_blk, blk_move,
-    alpha, beta, gamma, initial_threshold, controller ("paper" | "histogram" | "exact"), balance
-    ("paper" | "exact"), worker_cap ("auto" | "none" | factor), ladder_rungs, ladder_span,
-    hard_threshold, sidco_stages, randomk_seed, dgc_sample, oktopk_period, oktopk_repartition,
-    measure_global_error (bool), timeout
-    (seconds). The defaults are `exdyna train`'s: controller="exact", balance="exact", worker_cap="auto".
+    options: the library's option table in Python spelling (the CLI's flags with underscores;
+    option_names() lists them, docs/sparsifiers.md describes them), plus measure_global_error (bool)
+    and timeout (seconds). The defaults are the library's: controller="exact", balance="exact",
+    worker_cap="auto"; controller="paper", balance="paper" runs the paper's Algorithms 3 and 5.
 
     Every rank of the group must call step() in the same order with gradients of the same length
     and dtype. The first step checks that they do: one small all-gather of each rank's

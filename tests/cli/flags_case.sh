@@ -24,27 +24,34 @@ run() {
 has() { grep -Eq -- "$1" <<<"$out" || fail "output does not match: $1"; }
 field() { grep -o "\"$2\": \"\\?[^,\"]*" "$1/summary.json" | sed 's/.*: "\?//'; }
 
+# The option table's flags (sparsifiers/option_table.hpp), from `exdyna options --markdown`.
+mapfile -t table_flags < <("$exe" options --markdown | awk -F'`' 'NR > 2 { print $4 }')
+[ "${#table_flags[@]}" -ge 10 ] || fail "exdyna options --markdown lists ${#table_flags[@]} flags"
 sim=(simulate --sparsifier exdyna --n-grad 8192 --iterations 3 --workers 2)
 train=(train --dataset synthetic --model tiny --backend local --workers 2 --max-steps 3
        --batch-size 16 --density 0.05 --no-progress --no-plots)
 case $case_name in
   simulate_help | train_help)
     run 0 "${case_name%_help}" --help
-    for f in --sparsifier --density '--gather,--gather-mode' --values --blocks --min-blk --initial-threshold \
-             --controller --balance --worker-cap --hard-threshold --sidco-stages --backend --timeout \
-             --listen --all-ranks-output; do
-      has "^ +$f "
+    for f in --sparsifier --density "${table_flags[@]}" --backend --timeout --listen --all-ranks-output; do
+      has "^ +$f[ ,]"
     done
     if [ "$case_name" = simulate_help ]; then has '^ +--synthetic-layers,--layers '
     else has '^ +--lstm-layers,--layers '; fi ;;
   compare_help)
     # compare's labels choose the sparsifier: it takes the options that tune one, as simulate does.
     run 0 compare --help
-    for f in '--gather,--gather-mode' --values --blocks --min-blk --initial-threshold --controller --balance \
-             --worker-cap --hard-threshold --sidco-stages; do
-      has "^ +$f "
+    for f in "${table_flags[@]}"; do
+      has "^ +$f[ ,]"
     done
     if grep -Eq -- '^ +--sparsifier ' <<<"$out"; then fail "compare lists --sparsifier"; fi ;;
+  docs_options)
+    # docs/sparsifiers.md holds the option table as `exdyna options --markdown` prints it.
+    doc=$(dirname "$0")/../../docs/sparsifiers.md
+    sed -n '/^<!-- options:/,/^<!-- end options -->/p' "$doc" | sed '1d;$d' >"$tmp/doc.md"
+    "$exe" options --markdown >"$tmp/table.md" || fail "exdyna options --markdown failed"
+    diff "$tmp/table.md" "$tmp/doc.md" ||
+      fail "docs/sparsifiers.md's option table differs from exdyna options --markdown (paste it)" ;;
   simulate_gather_alias)
     # Both spellings run, and run the same thing.
     run 0 "${sim[@]}" --gather exact --decisions "$tmp/new.csv"

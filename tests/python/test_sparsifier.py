@@ -25,7 +25,9 @@ def one_rank(tmp_path):
     (dict(density=0.01, gather="all"), "gather"),
     (dict(density=0.01, values="fp8"), "value format 'fp8'"),
     (dict(density=0.01, gamma="x"), "option gamma='x'"),
-    (dict(density=0.01, gamma=2.0), "gamma 2"),
+    (dict(density=0.01, gamma=2.0), r"option gamma=2.0 is not valid; expected a number in \(0, 1\)"),
+    (dict(density=0.01, gamma=True), "option gamma=True is not valid; expected a number"),
+    (dict(density=0.01, controller=1), "option controller=1 is not valid; expected paper"),
     (dict(density=0.01, blocks=1.5), "option blocks=1.5"),
     (dict(density=0.01, controller="paper", worker_cap="auto"), "needs --controller exact"),
     (dict(density=0.01, oktopk_period=0), "option oktopk_period=0"),
@@ -34,6 +36,20 @@ def one_rank(tmp_path):
 def test_bad_options_raise_value_error(one_rank, kwargs, match):
     with pytest.raises(ValueError, match=match):
         exdyna.Sparsifier("exdyna", **kwargs)
+
+
+def test_options_are_the_option_table(one_rank):
+    # The keywords are the library's option table (the CLI's flags with underscores) and the
+    # binding's own two; each is taken, and refused naming itself when its value is bad.
+    rows = exdyna._exdyna.option_table()
+    keys = [r["key"] for r in rows]
+    assert sorted(keys + ["measure_global_error", "timeout"]) == sorted(exdyna.option_names())
+    for r in rows:
+        assert r["flag"] == "--" + r["key"].replace("_", "-")
+        with pytest.raises(ValueError, match=f"option {r['key']}="):
+            exdyna.Sparsifier("exdyna", 0.01, **{r["key"]: [1]})
+    defaults = {r["key"]: r["default"] for r in rows}
+    assert (defaults["controller"], defaults["balance"]) == ("exact", "exact")
 
 
 def test_bad_name_lists_the_known_ones(one_rank):

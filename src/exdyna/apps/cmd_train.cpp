@@ -30,8 +30,8 @@ struct TrainCli {
   std::int64_t record_steps = sim::TraceRecorder::kDefaultSteps;
 };
 
-// The defaults of the project's main job; returns the sparsifier's, which differ from simulate's.
-SparsifierDefaults set_train_defaults(TrainCli& st) {
+// The defaults of the project's main job.
+void set_train_defaults(TrainCli& st) {
   auto& o = st.o;
   o.epochs = 4;
   o.batch_size = 32;
@@ -44,18 +44,6 @@ SparsifierDefaults set_train_defaults(TrainCli& st) {
   st.eng.workers = 4;
   st.sparsifier.sparsifier = o.sparsifier;
   st.sparsifier.config = o.sparse;
-  // The exact controller and exact balance: every iteration selects exactly k (from the
-  // ladders gathered with the counts), where the paper's Alg. 5 moves the first threshold
-  // 1/(2 sqrt(k)) = 0.011 by 0.5 % per iteration towards the ~0.035 this CNN needs (the 4-epoch
-  // mean density lands at 1.27 d), and the histogram controller, which predicts the threshold
-  // from the previous iteration, swings between 0.5 and 1.5 d on real gradients
-  // (docs/controller.md). `--controller paper --balance paper` restores the paper's
-  // algorithm. The worker cap is then auto, the Poisson floor (apply() in sparsifier_cli.cpp).
-  SparsifierDefaults d;
-  d.controller = "exact";
-  d.balance = "exact";
-  d.worker_cap = "";
-  return d;
 }
 
 // --model ... --batch-size, then the language models' sizes.
@@ -210,8 +198,8 @@ void add_train_command(CLI::App& app, Action& action) {
                          "train a model data-parallel with gradient sparsification "
                          "(default: small CNN on Fashion-MNIST, 4 workers, ExDyna at d = 0.01)");
   auto st = std::make_shared<TrainCli>();
-  const SparsifierDefaults sparsifier_defaults = set_train_defaults(*st);
-  add_sparsifier_options(sub, st->sparsifier, sparsifier_defaults);
+  set_train_defaults(*st);
+  add_sparsifier_options(sub, st->sparsifier);
   add_model_options(sub, st->o);
   add_optimizer_options(sub, *st);
   add_output_options(sub, *st);

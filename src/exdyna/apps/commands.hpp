@@ -15,6 +15,8 @@ void add_bench_command(CLI::App& app, Action& action);
 // `exdyna bench select` (cmd_bench_select.cpp), under `bench`.
 void add_bench_select_command(CLI::App& bench, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
+// `exdyna options` (cmd_options.cpp): the option table.
+void add_options_command(CLI::App& app, Action& action);
 #ifdef EXDYNA_HAVE_TORCH
 void add_train_command(CLI::App& app, Action& action);
 #endif

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   exdyna::apps::add_simulate_command(app, action);
   exdyna::apps::add_bench_command(app, action);
   exdyna::apps::add_compare_command(app, action);
+  exdyna::apps::add_options_command(app, action);
 #ifdef EXDYNA_HAVE_TORCH
   exdyna::apps::add_train_command(app, action);
 #endif

@@ -2,115 +2,72 @@
 #include "exdyna/apps/cli_checks.hpp"
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 
 namespace exdyna::apps {
 
 namespace {
 
-void add_exdyna_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
-  auto& ex = s.config.exdyna;
-  sub->add_option("--blocks", ex.n_blocks, "ExDyna: number of blocks n_b")
-      ->check(int_at_least(1))
-      ->capture_default_str();
-  sub->add_option("--min-blk", ex.min_blk,
-                  "ExDyna: fewest blocks a partition keeps (default n_b / (4 n))")
-      ->check(positive_number());
-  sub->add_option("--initial-threshold", ex.initial_threshold,
-                  "ExDyna: first threshold (default 1 / (2 sqrt(k)))")
-      ->check(positive_number());
-  s.controller = d.controller;
-  sub->add_option("--controller", s.controller,
-                  "ExDyna threshold controller: paper (Alg. 5), histogram or exact")
-      ->capture_default_str();
-  s.balance = d.balance;
-  sub->add_option("--balance", s.balance, "ExDyna partition balance: paper (Alg. 3) or exact")
-      ->capture_default_str();
-  s.worker_cap = d.worker_cap;
-  const std::string cap_help =
-      "ExDyna exact controller: no worker sends more than CAP * k / n values; auto: CAP = the "
-      "Poisson floor 1 + sqrt(2 ln n / (k / n)); none or 0: no cap";
-  auto* cap = sub->add_option("--worker-cap", s.worker_cap, cap_help);
-  if (d.worker_cap.empty())
-    cap->description(cap_help + " (default: auto with the exact controller, else none)");
-  else
-    cap->capture_default_str();
+const char* type_name(sparsifiers::OptionKind k) {
+  switch (k) {
+    case sparsifiers::OptionKind::kInteger:
+      return "INT";
+    case sparsifiers::OptionKind::kNumber:
+      return "FLOAT";
+    default:
+      return "TEXT";
+  }
 }
 
-// Every tuning option and the sparsifier it tunes (empty: all), in registration order.
-struct Tuning {
-  const char* name;
-  const char* applies_to;
-};
-constexpr Tuning kTuning[] = {
-    {"--gather", ""},
-    {"--values", ""},
-    {"--blocks", "exdyna"},
-    {"--min-blk", "exdyna"},
-    {"--initial-threshold", "exdyna"},
-    {"--controller", "exdyna"},
-    {"--balance", "exdyna"},
-    {"--worker-cap", "exdyna"},
-    {"--hard-threshold", "hard-threshold"},
-    {"--sidco-stages", "sidco"},
-    {"--randomk-seed", "randomk"},
-    {"--dgc-sample", "dgc"},
-    {"--oktopk-period", "oktopk"},
-    {"--oktopk-repartition", "oktopk"},
-};
+// Refuses a bad value while CLI11 parses, with the table's message (CLI11 prefixes the flag).
+CLI::Validator table_check(const sparsifiers::OptionSpec& o) {
+  return CLI::Validator(
+      [&o](std::string& text) -> std::string {
+        sparsifiers::SparsifierConfig scratch;
+        try {
+          o.set(scratch, text);
+        } catch (const InvalidArgument& e) {
+          return e.what();
+        }
+        return {};
+      },
+      std::string(o.values));
+}
 
 }  // namespace
 
-void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
+void add_sparsifier_options(CLI::App* sub, SparsifierCli& s) {
   sub->add_option("--sparsifier", s.sparsifier,
                   "sparsifier: " + sparsifiers::builtin_registry().names_text())
       ->capture_default_str();
   sub->add_option("--density", s.config.density, "target density d in (0, 1]")
       ->check(positive_at_most(1))
       ->capture_default_str();
-  add_tuning_options(sub, s, d);
+  add_tuning_options(sub, s);
 }
 
-void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d) {
-  sub->add_option("--gather,--gather-mode", s.gather,
-                  "index all-gather: padded (as the paper) or exact (allgatherv)")
-      ->capture_default_str();
-  sub->add_option("--values", s.values,
-                  "format of the values sent: fp32, or fp16 / bf16 (2 bytes each; the rounding "
-                  "error stays in the residual)")
-      ->capture_default_str();
-  add_exdyna_options(sub, s, d);
-  sub->add_option("--hard-threshold", s.config.hard_threshold,
-                  "hard-threshold sparsifier's threshold (default 1 / (2 sqrt(k)))")
-      ->check(positive_number());
-  sub->add_option("--sidco-stages", s.config.sidco.stages,
-                  "SIDCo: stages of the multi-stage exponential fit (1..10)")
-      ->check(int_between(1, 10))
-      ->capture_default_str();
-  sub->add_option("--randomk-seed", s.config.randomk.seed,
-                  "Random-k: seed of the indices every rank draws (with the iteration)")
-      ->capture_default_str();
-  sub->add_option(
-         "--dgc-sample", s.config.dgc.sample,
-         "DGC: fraction of the gradient sampled for its threshold (at least 64 / d values)")
-      ->check(positive_at_most(1))
-      ->capture_default_str();
-  sub->add_option("--oktopk-period", s.config.oktopk.period,
-                  "Ok-Topk: iterations between exact re-evaluations of its thresholds")
-      ->check(int_at_least(1))
-      ->capture_default_str();
-  sub->add_option("--oktopk-repartition", s.config.oktopk.repartition,
-                  "Ok-Topk: iterations between recomputations of the regions' boundaries")
-      ->check(int_at_least(1))
-      ->capture_default_str();
+void add_tuning_options(CLI::App* sub, SparsifierCli& s) {
+  for (const auto& o : sparsifiers::option_table()) {
+    const std::string applies =
+        o.applies_to.empty() ? std::string() : detail::concat(o.applies_to, ": ");
+    // std::map nodes do not move: CLI11 keeps the address of each string. Empty: not given (the
+    // table refuses an empty value).
+    sub->add_option(std::string(o.flag), s.typed[std::string(o.key)], applies + std::string(o.help))
+        ->check(table_check(o))
+        ->type_name(type_name(o.kind))
+        ->default_str(sparsifiers::default_text(o));
+  }
 }
 
 std::vector<GivenOption> given_tuning_options(const CLI::App& sub) {
   std::vector<GivenOption> out;
-  for (const auto& t : kTuning) {
-    const CLI::Option* o = sub.get_option_no_throw(t.name);
-    EXDYNA_CHECK(o != nullptr, "sparsifier_cli: ", t.name, " is not registered");
-    if (o->count() > 0) out.push_back({t.name, o->as<std::string>(), t.applies_to});
+  for (const auto& o : sparsifiers::option_table()) {
+    const CLI::Option* opt = sub.get_option_no_throw(std::string(o.primary_flag()));
+    EXDYNA_CHECK(opt != nullptr, "sparsifier_cli: ", o.primary_flag(), " is not registered");
+    if (opt->count() > 0)
+      out.push_back(
+          {std::string(o.primary_flag()), opt->as<std::string>(), std::string(o.applies_to)});
   }
   return out;
 }
@@ -118,20 +75,12 @@ std::vector<GivenOption> given_tuning_options(const CLI::App& sub) {
 void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierConfig& config) {
   name = s.sparsifier;
   config = s.config;
-  config.gather_mode = parsed("--gather", [&] { return comm::parse_gather_mode(s.gather); });
-  config.values = parsed("--values", [&] { return core::parse_value_format(s.values); });
-  auto& ex = config.exdyna;
-  ex.controller =
-      parsed("--controller", [&] { return sparsifiers::parse_controller(s.controller); });
-  ex.balance = parsed("--balance", [&] { return sparsifiers::parse_balance(s.balance); });
-  // The cap at the Poisson floor holds f(t) there on real gradients at no measurable cost in
-  // density or global error (docs/controller.md); it needs the exact controller.
-  if (!s.worker_cap.empty())
-    ex.worker_cap =
-        parsed("--worker-cap", [&] { return sparsifiers::parse_worker_cap(s.worker_cap); });
-  else
-    ex.worker_cap =
-        ex.controller == sparsifiers::Controller::kExact ? sparsifiers::ExDynaOptions::kAutoCap : 0;
+  for (const auto& o : sparsifiers::option_table()) {
+    const auto it = s.typed.find(std::string(o.key));
+    if (it == s.typed.end() || it->second.empty()) continue;
+    const std::string flag(o.primary_flag());
+    parsed(flag.c_str(), [&] { o.set(config, it->second); });
+  }
 }
 
 }  // namespace exdyna::apps

@@ -1,16 +1,15 @@
 // Sparsifier options shared by every command that runs one (simulate, train, compare): the same
-// flag means the same thing everywhere. add_sparsifier_options registers them; apply() turns what
-// was parsed into the sparsifier's name and a SparsifierConfig (n_g, world size and rank are bound
+// flag means the same thing everywhere. add_sparsifier_options registers --sparsifier, --density
+// and one flag per entry of the option table (sparsifiers/option_table.hpp); apply() turns what was
+// parsed into the sparsifier's name and a SparsifierConfig (n_g, world size and rank are bound
 // later, per worker: sparsifiers/factory.hpp).
-//   --sparsifier, --density, --gather (alias --gather-mode), --values, --hard-threshold,
-//   --sidco-stages, --randomk-seed, --dgc-sample, --oktopk-period, --oktopk-repartition,
-//   ExDyna: --blocks, --min-blk, --initial-threshold, --controller, --balance, --worker-cap
-// All but the first two tune a sparsifier without choosing it: `exdyna compare`, whose labels
-// choose the sparsifier and whose --density is an axis of the matrix, takes only those
+// The table's options tune a sparsifier without choosing it: `exdyna compare`, whose labels choose
+// the sparsifier and whose --density is an axis of the matrix, takes only those
 // (add_tuning_options) and forwards what the user gave to the cells they apply to.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,27 +17,18 @@
 
 namespace exdyna::apps {
 
-// What differs between commands: train runs the exact controller and balance by default.
-struct SparsifierDefaults {
-  std::string controller = "paper";
-  std::string balance = "paper";
-  // Empty: auto with the exact controller, none with the others.
-  std::string worker_cap = "none";
-};
-
 struct SparsifierCli {
   std::string sparsifier = "exdyna";
-  // The numeric options, bound as parsed: density, ExDyna's n_b, min_blk and first threshold,
-  // the hard threshold, SIDCo's stages.
+  // What the options start from: density is bound to --density, the rest set by apply().
   sparsifiers::SparsifierConfig config;
-  // The named choices, parsed by apply().
-  std::string gather = "padded", values = "fp32", controller, balance, worker_cap;
+  // The option table's values as typed, by key (empty: not given).
+  std::map<std::string, std::string> typed;
 };
 
-void add_sparsifier_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d = {});
+void add_sparsifier_options(CLI::App* sub, SparsifierCli& s);
 
 // The options above less --sparsifier and --density.
-void add_tuning_options(CLI::App* sub, SparsifierCli& s, const SparsifierDefaults& d = {});
+void add_tuning_options(CLI::App* sub, SparsifierCli& s);
 
 // A tuning option given on sub's command line, as `exdyna simulate` takes it.
 struct GivenOption {
@@ -47,11 +37,11 @@ struct GivenOption {
   std::string applies_to;  // the registry sparsifier it tunes; empty: every sparsifier
 };
 
-// The tuning options given on sub's command line (after parsing), in --help's order.
+// The tuning options given on sub's command line (after parsing), in the table's order.
 std::vector<GivenOption> given_tuning_options(const CLI::App& sub);
 
 // Sets name and config (all but n_g, world size and rank) from s. Throws InvalidArgument naming
-// the option and the value when a choice is not one of the known ones.
+// the option and the value when a value is not valid.
 void apply(const SparsifierCli& s, std::string& name, sparsifiers::SparsifierConfig& config);
 
 }  // namespace exdyna::apps

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
@@ -40,16 +41,12 @@ void SparsifierConfig::validate() const {
   exdyna.validate(world_size);
 }
 
+// Every option of the table by its Python keyword, after what binds the configuration to a run.
 std::string SparsifierConfig::fingerprint() const {
   std::ostringstream os;
   os.precision(17);
-  os << "density=" << density << ";n_g=" << n_g << ";world_size=" << world_size
-     << ";gather=" << comm::to_string(gather_mode) << ";hard_threshold=" << hard_threshold
-     << ";sidco.stages=" << sidco.stages << ";randomk.seed=" << randomk.seed
-     << ";dgc.sample=" << dgc.sample << ";" << exdyna.fingerprint();
-  // Only a 16-bit format is named, so fp32 fingerprints stay as they were before --values; ranks
-  // or checkpoints with another format are refused.
-  if (values != core::ValueFormat::kFp32) os << ";values=" << core::to_string(values);
+  os << "density=" << density << ";n_g=" << n_g << ";world_size=" << world_size;
+  for (const auto& o : option_table()) os << ";" << o.key << "=" << o.get(*this);
   return os.str();
 }
 

@@ -336,7 +336,7 @@ TEST(Simulate, SummaryNumbers) {
   EXPECT_NE(os.str().find("actual density / target"), std::string::npos);
 }
 
-// On the synthetic source at d = 0.01 and 0.001, ExDyna's (paper defaults) mean actual
+// On the synthetic source at d = 0.01 and 0.001, ExDyna's (paper controller) mean actual
 // density over iterations 500..2000 is within +-10% of d. 8 workers, n_g = 2^17 keeps it to
 // seconds; the source's size correction makes the start as far off as at 4M gradients.
 class ExDynaDensity : public ::testing::TestWithParam<double> {};
@@ -348,11 +348,15 @@ TEST_P(ExDynaDensity, MeanOverIterations500To2000IsWithinTenPercent) {
   // optimised build, this build only looks for memory errors on a short run of the same code.
   auto short_cfg = small_config("exdyna", 8, std::int64_t{1} << 15, 60);
   short_cfg.sparse.density = d;
+  short_cfg.sparse.exdyna.controller = sparsifiers::Controller::kPaper;
+  short_cfg.sparse.exdyna.balance = sparsifiers::Balance::kPaper;
   EXPECT_EQ(run(short_cfg).steps.size(), 60u);
   GTEST_SKIP() << "density statistic not asserted under AddressSanitizer (short run done)";
 #endif
   auto cfg = small_config("exdyna", 8, std::int64_t{1} << 17, 2001);
   cfg.sparse.density = d;
+  cfg.sparse.exdyna.controller = sparsifiers::Controller::kPaper;
+  cfg.sparse.exdyna.balance = sparsifiers::Balance::kPaper;
   cfg.measure_global_error = false;
   const auto res = run(cfg);
   ASSERT_EQ(res.steps.size(), 2001u);

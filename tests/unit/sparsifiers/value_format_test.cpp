@@ -170,9 +170,9 @@ TEST(ValueBytes, SixteenBitValuesHalveTheValueBytes) {
   }
 }
 
-TEST(ValueFormatConfig, FingerprintNamesA16BitFormatOnly) {
+TEST(ValueFormatConfig, FingerprintNamesTheFormat) {
   auto c = config(97, 1, 0, ValueFormat::kFp32);
-  EXPECT_EQ(c.fingerprint().find("values="), std::string::npos);  // fp32 runs keep their prints
+  EXPECT_NE(c.fingerprint().find("values=fp32"), std::string::npos);
   for (auto f : {ValueFormat::kFp16, ValueFormat::kBf16}) {
     c.values = f;
     EXPECT_NE(c.fingerprint().find(std::string("values=") + core::to_string(f)), std::string::npos);

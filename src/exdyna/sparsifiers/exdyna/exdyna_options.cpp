@@ -53,36 +53,30 @@ void ExDynaOptions::validate(int world_size) const {
                    " is not valid; expected 3..257");
   EXDYNA_CHECK_ARG(std::isfinite(ladder_span) && ladder_span > 1, "ladder span ", ladder_span,
                    " is not valid; expected > 1");
-  EXDYNA_CHECK_ARG(
-      worker_cap == 0 || worker_cap == kAutoCap || (std::isfinite(worker_cap) && worker_cap >= 1),
-      "--worker-cap ", worker_cap, " is not valid; expected 0 (none), auto (", kAutoCap,
-      ") or >= 1");
-  EXDYNA_CHECK_ARG(worker_cap == 0 || controller == Controller::kExact, "--worker-cap ",
+  EXDYNA_CHECK_ARG(worker_cap == 0 || worker_cap == kAutoCap || worker_cap == kDefaultCap ||
+                       (std::isfinite(worker_cap) && worker_cap >= 1),
+                   "--worker-cap ", worker_cap, " is not valid; expected 0 (none), auto (",
+                   kAutoCap, "), the default (", kDefaultCap, ") or >= 1");
+  EXDYNA_CHECK_ARG(effective_worker_cap() == 0 || controller == Controller::kExact, "--worker-cap ",
                    worker_cap_text(worker_cap),
                    " needs --controller exact (it cuts each worker's count from the gathered "
                    "ladders); the controller is '",
                    to_string(controller), "'");
 }
 
-std::string ExDynaOptions::fingerprint() const {
-  std::ostringstream os;
-  os.precision(17);
-  os << "exdyna.n_b=" << n_blocks << ";min_blk=" << min_blk << ";blk_move=" << blk_move
-     << ";alpha=" << alpha << ";beta=" << beta << ";gamma=" << gamma
-     << ";initial_threshold=" << initial_threshold << ";controller=" << to_string(controller)
-     << ";balance=" << to_string(balance) << ";ladder_rungs=" << ladder_rungs
-     << ";ladder_span=" << ladder_span << ";worker_cap=" << worker_cap;
-  return os.str();
+double ExDynaOptions::effective_worker_cap() const {
+  if (worker_cap != kDefaultCap) return worker_cap;
+  return controller == Controller::kExact ? kAutoCap : 0;
 }
 
 std::int64_t ExDynaOptions::max_per_worker(std::int64_t k, int world_size) const {
-  if (worker_cap == 0) return 0;
+  const double cap = effective_worker_cap();
+  if (cap == 0) return 0;
   const double share = static_cast<double>(k) / world_size;
   // The Poisson floor of f(t): the expected largest of n Poisson counts of mean k/n, over k/n.
   const double factor =
-      worker_cap == kAutoCap
-          ? 1.0 + std::sqrt(2.0 * std::log(static_cast<double>(world_size)) / share)
-          : worker_cap;
+      cap == kAutoCap ? 1.0 + std::sqrt(2.0 * std::log(static_cast<double>(world_size)) / share)
+                      : cap;
   // Rounded down, so that f(t) stays at most the factor, but never below an even share: the caps
   // together must hold k.
   const auto even = (k + world_size - 1) / world_size;
@@ -107,6 +101,7 @@ double parse_worker_cap(std::string_view s) {
 
 std::string worker_cap_text(double cap) {
   if (cap == ExDynaOptions::kAutoCap) return "auto";
+  if (cap == ExDynaOptions::kDefaultCap) return "default";
   std::ostringstream os;
   os << cap;
   return os.str();

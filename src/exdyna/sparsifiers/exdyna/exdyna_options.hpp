@@ -1,6 +1,6 @@
-// Options of the ExDyna algorithm (paper Algorithms 1-5). Defaults are the authors' choices listed
-// in docs/controller.md ("Where the paper is silent"). Validated at construction of the
-// sparsifier.
+// Options of the ExDyna algorithm (paper Algorithms 1-5). The paper-mode defaults are the authors'
+// choices listed in docs/controller.md ("Where the paper is silent"). Validated at construction of
+// the sparsifier; set from text through the option table (sparsifiers/option_table.hpp).
 #pragma once
 
 #include <cstdint>
@@ -37,26 +37,31 @@ struct ExDynaOptions {
   double beta = 1.1;              // Alg. 5 density band
   double gamma = 0.005;           // Alg. 5 step
   double initial_threshold = -1;  // < 0: 1 / (2 sqrt(k))
-  Controller controller = Controller::kPaper;
-  Balance balance = Balance::kPaper;
+  // The exact controller and balance by default: every iteration selects exactly k. kPaper and
+  // kPaper give the paper's Algorithms 3 and 5.
+  Controller controller = Controller::kExact;
+  Balance balance = Balance::kExact;
   // histogram controller: rungs of the ladder; 129 over 16x either way is 16 per octave (4.4%
   // apart): 4 per octave could not resolve the pile-up of residuals just under the threshold
   // at d = 0.001 (docs/controller.md)
   int ladder_rungs = 129;
   double ladder_span = 16;  // histogram controller: ladder spans [thr/span, thr*span]
   // exact controller: no worker sends more than worker_cap * k / n values (0: no cap; kAutoCap:
-  // the Poisson floor 1 + sqrt(2 ln n / (k / n))); the padded all-gather's f(t) is then at most
-  // worker_cap (ladder_cut.hpp, max_per_worker())
-  double worker_cap = 0;
+  // the Poisson floor 1 + sqrt(2 ln n / (k / n)); kDefaultCap: kAutoCap with the exact controller,
+  // else no cap); the padded all-gather's f(t) is then at most the cap (ladder_cut.hpp,
+  // max_per_worker())
+  double worker_cap = kDefaultCap;
   static constexpr double kAutoCap = -1;
+  static constexpr double kDefaultCap = -2;
+
+  // worker_cap with kDefaultCap resolved: kAutoCap, a factor, or 0.
+  double effective_worker_cap() const;
 
   // Throws InvalidArgument naming the option, its value and the allowed range.
   void validate(int world_size) const;
   // The most values one worker may send for k over n workers: max(ceil(k / n), floor(cap k / n))
-  // with cap = worker_cap (or the Poisson floor for kAutoCap); 0 when there is no cap.
+  // with cap = the effective worker cap (or the Poisson floor for kAutoCap); 0 when there is none.
   std::int64_t max_per_worker(std::int64_t k, int world_size) const;
-  // A canonical text of every option, for the startup fingerprint.
-  std::string fingerprint() const;
 };
 
 }  // namespace exdyna::sparsifiers

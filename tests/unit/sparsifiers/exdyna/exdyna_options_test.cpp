@@ -281,6 +281,7 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, Controller c, Balance
   cfg.exdyna.balance = b;
   cfg.exdyna.n_blocks = n_blocks;
   cfg.exdyna.initial_threshold = 1.5;
+  cfg.exdyna.worker_cap = 0;  // no cap unless a test sets one (capped_config)
   return cfg;
 }
 
@@ -463,7 +464,12 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
   for (const char* bad : {"0.5", "-1", "abc", "1.5x", "", "nan", "inf"})
     EXPECT_THROW(parse_worker_cap(bad), InvalidArgument) << bad;
   ExDynaOptions o;
-  EXPECT_EQ(o.max_per_worker(1000, 8), 0);  // no cap
+  EXPECT_EQ(o.max_per_worker(1000, 8), 147);  // the default: auto with the exact controller
+  o.controller = Controller::kPaper;
+  EXPECT_EQ(o.max_per_worker(1000, 8), 0);  // and none with the paper's
+  o.controller = Controller::kExact;
+  o.worker_cap = 0;
+  EXPECT_EQ(o.max_per_worker(1000, 8), 0);  // none
   o.worker_cap = 1.5;
   EXPECT_EQ(o.max_per_worker(1000, 8), 187);  // floor(1.5 * 125)
   o.worker_cap = 1;

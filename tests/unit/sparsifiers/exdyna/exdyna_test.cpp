@@ -34,6 +34,9 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d = 0.05) {
   c.rank = rank;
   // |x| >= 1.5 passes for about a quarter of the values: non-trivial selections.
   c.exdyna.initial_threshold = 1.5;
+  // The paper's Algorithms 3 and 5, whose closed forms these tests check.
+  c.exdyna.controller = Controller::kPaper;
+  c.exdyna.balance = Balance::kPaper;
   return c;
 }
 
