@@ -11,6 +11,7 @@
 
 #include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
+#include "exdyna/apps/compare_ddp.hpp"
 #include "exdyna/apps/sparsifier_cli.hpp"
 #include "exdyna/comm/engines/launcher.hpp"
 #include "exdyna/core/error.hpp"
@@ -45,6 +46,7 @@ struct CompareArgs {
   SparsifierCli tuning;
   std::vector<GivenOption> given;
   std::string command_line;
+  CompareDdpArgs ddp;  // --ddp: the DDP head-to-head (apps/compare_ddp.hpp)
 };
 
 std::string self_exe() {
@@ -210,6 +212,36 @@ int run_compare(CompareArgs a) {
   return rc;
 }
 
+// `compare --ddp`: the head-to-head's own defaults (2, 4 hosts at 100 Mbit/s, 1 and 10 Gbit/s;
+// --quick: 2 hosts at 1 Gbit/s); the sparsifier matrix's options are refused, not ignored.
+int ddp_action(CompareArgs& a, const CLI::App& sub, const CLI::Option& o_w, const CLI::Option& o_b,
+               const CLI::Option& o_d) {
+  for (const char* name : {"--sparsifiers", "--n-grad", "--trace", "--iterations", "--warmup",
+                           "--compute-ms", "--loss", "--no-train", "--network"})
+    EXDYNA_CHECK_ARG(sub.count(name) == 0, name,
+                     " is an option of the sparsifier matrix; --ddp does not take it");
+  EXDYNA_CHECK_ARG(o_d.count() == 0,
+                   "--density: --ddp takes the densities in its hook names "
+                   "(--ddp-hooks exdyna-d0.01)");
+  EXDYNA_CHECK_ARG(a.given.empty(), a.given.empty() ? "" : a.given.front().name,
+                   ": --ddp runs exdyna.ddp.State's defaults (the exact controller)");
+  CompareCommon c;
+  c.out = sub.get_option("--out")->count() ? a.out : std::string("exdyna-compare-ddp-out");
+  c.workers = o_w.count()
+                  ? a.workers
+                  : (a.quick ? std::vector<std::string>{"2"} : std::vector<std::string>{"2", "4"});
+  c.bandwidth = o_b.count() ? a.bandwidth
+                            : (a.quick ? std::vector<std::string>{"1gbit"}
+                                       : std::vector<std::string>{"100mbit", "1gbit", "10gbit"});
+  c.delay = a.delay;
+  c.quick = a.quick;
+  c.report_only = a.report_only;
+  c.timeout_s = sub.get_option("--timeout")->count() ? a.timeout_s : 600;
+  c.gnuplot = a.gnuplot;
+  c.command_line = a.command_line;
+  return run_compare_ddp(a.ddp, c);
+}
+
 }  // namespace
 
 void add_compare_command(CLI::App& app, Action& action) {
@@ -265,6 +297,7 @@ void add_compare_command(CLI::App& app, Action& action) {
   // Given ones go to every cell they apply to (the ExDyna options to the exdyna cells only); one
   // that a selected label fixes (--controller with exdyna-paper) is refused, not overridden.
   add_tuning_options(sub, a.tuning);
+  add_compare_ddp_options(sub, a.ddp);
   sub->footer(
       "Sparsifier options (--gather ... --sidco-stages) go to every cell they apply to: "
       "--gather to all, the ExDyna options to the exdyna* labels, --hard-threshold to "
@@ -276,6 +309,13 @@ void add_compare_command(CLI::App& app, Action& action) {
   sub->callback([&action, args, sub, o_w, o_b, o_d, o_ng, o_it] {
     auto& a = *args;
     a.given = given_tuning_options(*sub);
+    a.command_line = "exdyna";
+    const auto argv = comm::self_argv();
+    for (std::size_t i = 1; i < argv.size(); ++i) a.command_line += " " + argv[i];
+    if (a.ddp.ddp) {
+      action = [args, sub, o_w, o_b, o_d] { return ddp_action(*args, *sub, *o_w, *o_b, *o_d); };
+      return;
+    }
     if (a.quick) {
       if (o_w->count() == 0) a.workers = {"2", "4"};
       if (o_b->count() == 0) a.bandwidth = {"1gbit", "10gbit"};
@@ -283,9 +323,6 @@ void add_compare_command(CLI::App& app, Action& action) {
       if (o_ng->count() == 0) a.n_grad = 1 << 20;
       if (o_it->count() == 0) a.iterations = 2;
     }
-    a.command_line = "exdyna";
-    const auto argv = comm::self_argv();
-    for (std::size_t i = 1; i < argv.size(); ++i) a.command_line += " " + argv[i];
     action = [args] { return run_compare(*args); };
   });
 }

@@ -1,0 +1,130 @@
+#include "exdyna/apps/compare_ddp.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "exdyna/apps/cli_checks.hpp"
+#include "exdyna/core/error.hpp"
+#include "exdyna/eval/ddp_matrix.hpp"
+#include "exdyna/eval/hosts.hpp"
+#include "exdyna/eval/rank_launch.hpp"
+
+namespace exdyna::apps {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void say(const std::string& line) {
+  std::cout << line << std::endl;
+}
+
+// The scripts live in the source tree's examples/ (EXDYNA_SOURCE_DIR, set by CMake); an installed
+// exdyna names them with --ddp-script and --ddp-report-script.
+std::string source_file(const std::string& given, const char* name, const char* option) {
+  const std::string p =
+      given.empty() ? std::string(EXDYNA_SOURCE_DIR) + "/examples/" + name : given;
+  EXDYNA_CHECK_ARG(fs::is_regular_file(p), option, " '", p, "' is not a file");
+  return p;
+}
+
+eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
+  eval::DdpOptions o;
+  o.python = d.python;
+  o.script = source_file(d.script, "ddp_hooks.py", "--ddp-script");
+  o.models = d.models;
+  if (o.models.empty())
+    o.models = c.quick ? std::vector<std::string>{"cnn"} : std::vector<std::string>{"cnn", "lstm"};
+  for (const auto& m : o.models) eval::check_ddp_model(m);
+  o.hooks = d.hooks.empty() ? eval::default_ddp_hooks() : d.hooks;
+  for (const auto& h : o.hooks) eval::check_ddp_hook(h);
+  for (const auto& w : c.workers) o.workers.push_back(parse_int_in(w, "--workers", 1, 64));
+  for (const auto& b : c.bandwidth) o.bandwidths.push_back(eval::parse_rate(b, "--bandwidth"));
+  EXDYNA_CHECK_ARG(d.steps >= 0 && d.steps <= 1000000, "--ddp-steps ", d.steps,
+                   " is not valid; expected 1 .. 1000000 (0: the default)");
+  EXDYNA_CHECK_ARG(d.eval_every >= 0, "--ddp-eval-every ", d.eval_every,
+                   " is not valid; expected >= 1 (0: the default)");
+  const int steps = d.steps > 0 ? d.steps : (c.quick ? 12 : 150);
+  o.steps_cnn = o.steps_lstm = steps;
+  o.eval_every = d.eval_every > 0 ? d.eval_every : (c.quick ? 4 : 10);
+  o.script_args = d.script_args;
+  o.delay_us = eval::parse_delay_us(c.delay, "--delay");
+  EXDYNA_CHECK_ARG(c.timeout_s > 0, "--timeout ", c.timeout_s, " is not valid; expected > 0");
+  o.timeout_s = c.timeout_s;
+  o.out_dir = c.out;
+  return o;
+}
+
+// The report: examples/ddp_hooks_report.py over the output directory.
+int report(const CompareDdpArgs& d, const CompareCommon& c) {
+  const auto script = source_file(d.report_script, "ddp_hooks_report.py", "--ddp-report-script");
+  eval::RankCommand rc;
+  rc.argv = {"/usr/bin/env", d.python,  script,      "--out",       c.out,
+             "--gnuplot",    c.gnuplot, "--command", c.command_line};
+  const auto log = fs::path(c.out) / "report-log";
+  const auto r = eval::run_ranks({rc}, log, std::chrono::minutes(5));
+  std::cout << eval::file_tail(log / "rank0.out", 40);
+  if (!r.ok) {
+    std::cerr << "exdyna: compare --ddp: the report failed (" << r.why << "):\n" << r.stderr_tail;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
+  const char* g = "DDP head-to-head (--ddp)";
+  sub->add_flag("--ddp", d.ddp,
+                "the DDP head-to-head instead: PyTorch DDP with its hooks and exdyna's, one "
+                "torchrun node per emulated host (docs/compare.md)")
+      ->group(g);
+  sub->add_option("--ddp-models", d.models, "cnn (Fashion-MNIST), lstm (python-doc word LM)")
+      ->delimiter(',')
+      ->group(g);
+  sub->add_option("--ddp-hooks", d.hooks,
+                  "allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX (default: all "
+                  "of the head-to-head)")
+      ->delimiter(',')
+      ->group(g);
+  sub->add_option("--python", d.python, "interpreter with torch and exdyna for the ranks")
+      ->capture_default_str()
+      ->group(g);
+  sub->add_option("--ddp-script", d.script, "the training script (examples/ddp_hooks.py)")
+      ->group(g);
+  sub->add_option("--ddp-report-script", d.report_script,
+                  "the report script (examples/ddp_hooks_report.py)")
+      ->group(g);
+  sub->add_option("--ddp-steps", d.steps, "training steps per run (default 150; --quick 12)")
+      ->group(g);
+  sub->add_option("--ddp-eval-every", d.eval_every, "steps between evaluations (10; --quick 4)")
+      ->group(g);
+  sub->add_option("--ddp-script-args", d.script_args,
+                  "more arguments for every run's script, comma-separated (e.g. --vocab,2000)")
+      ->delimiter(',')
+      ->group(g);
+}
+
+int run_compare_ddp(const CompareDdpArgs& d, const CompareCommon& c) {
+  if (c.report_only) return report(d, c);
+  const auto o = ddp_options(d, c);
+  const auto why = eval::netns_unavailable_reason();
+  if (!why.empty()) {
+    std::cerr << "exdyna: compare --ddp: " << why << " (the runs need emulated hosts)\n";
+    return 2;
+  }
+  const int stale = eval::remove_stale_sets();
+  if (stale > 0) say("removed " + std::to_string(stale) + " namespaces left by a killed run");
+  say(detail::concat(
+      "compare --ddp: ", o.models.size() * o.hooks.size() * o.workers.size() * o.bandwidths.size(),
+      " runs into ", c.out));
+  const auto res = eval::run_ddp_matrix(o, say);
+  say(detail::concat("ddp matrix: ", res.ran, " runs, ", res.kept, " kept, ", res.failed,
+                     " failed in ", static_cast<int>(res.wall_s), " s"));
+  const int rc = report(d, c);
+  // A failed hook is a row of the report, not an error of the comparison.
+  return rc;
+}
+
+}  // namespace exdyna::apps

@@ -1,0 +1,65 @@
+// The DDP head-to-head of `exdyna compare --ddp`: PyTorch DDP training with one communication hook
+// per run (DDP's all-reduce, fp16, bf16, PowerSGD, exdyna's hook) over the emulated hosts of
+// hosts.hpp, one torchrun node per host namespace (--nnodes W --node_rank i, the rendezvous at
+// host 0's address over the shaped links). The training script (examples/ddp_hooks.py) writes rank
+// 0's per-step CSV; a run that fails keeps its logs and a status file saying why, so the report
+// shows a row for it instead of leaving it out.
+//
+// Layout of the output directory:
+//   runs/<model>-<hook>-w<W>-b<rate>/steps.csv    rank 0's steps (the script's format)
+//   runs/<model>-<hook>-w<W>-b<rate>/status.txt   "ok", or "failed: <why>" and the error lines
+//   runs/<model>-<hook>-w<W>-b<rate>/rank<i>.err  each torchrun node's standard error
+// A run whose status.txt says ok is not run again (an interrupted matrix resumes).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace exdyna::eval {
+
+struct DdpOptions {
+  std::string python = "python3";         // the interpreter with torch (and exdyna) for the ranks
+  std::filesystem::path script;           // examples/ddp_hooks.py
+  std::vector<std::string> models;        // cnn, lstm
+  std::vector<std::string> hooks;         // the script's hook names
+  std::vector<int> workers;               // hosts per setting
+  std::vector<std::uint64_t> bandwidths;  // link rates, bits per second
+  // Training steps per model (the same for every hook, so the runs reach the same target).
+  int steps_cnn = 150, steps_lstm = 150;
+  int eval_every = 10;
+  std::vector<std::string> script_args;  // more arguments for every run (e.g. --vocab 2000)
+  double delay_us = 50;
+  double timeout_s = 600;  // per run, start to end
+  std::filesystem::path out_dir;
+};
+
+// The hooks of the default head-to-head, in the report's order.
+std::vector<std::string> default_ddp_hooks();
+// "cnn" or "lstm", else InvalidArgument naming the value; a hook name the script accepts
+// (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX), else InvalidArgument.
+void check_ddp_model(const std::string& model);
+void check_ddp_hook(const std::string& hook);
+
+// The run's directory name: <model>-<hook>-w<W>-b<rate>.
+std::string ddp_run_name(const std::string& model, const std::string& hook, int workers,
+                         std::uint64_t bps);
+
+struct DdpMatrixResult {
+  int ran = 0, kept = 0, failed = 0;
+  std::vector<std::string> failures;  // "<run>: <why>"
+  double wall_s = 0;
+};
+
+// Runs every (workers, bandwidth, model, hook) over emulated hosts (needs network namespaces:
+// netns_unavailable_reason() is empty). progress gets one line per run.
+DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
+                               const std::function<void(const std::string&)>& progress);
+
+// The first line of a failed rank's standard error that names an error (an exception's last
+// line, gloo's enforce message), else the last non-empty line; "" for an empty log.
+std::string ddp_failure_line(const std::string& stderr_text);
+
+}  // namespace exdyna::eval

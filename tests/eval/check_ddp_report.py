@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Checks a DDP head-to-head's output (`exdyna compare --ddp`) against its own files:
+
+    check_ddp_report.py OUT MODELS HOOKS WORKERS BANDWIDTHS    (each comma-separated)
+
+- summary.csv has one row per (model, hook, workers, bandwidth) asked for, and report.md a table
+  row for each: a failed run is a row that says why, never a missing one;
+- every number of a run that finished is re-derived here from runs/<run>/steps.csv (medians after
+  the first two steps, mean bytes, the 3-evaluation mean accuracy, the first crossing of the
+  stated target) and must equal summary.csv's and the report's;
+- the step times add up: step = compute + hook + wait wherever wait is above 0.
+Exit 0 when all hold, 1 with every difference listed otherwise.
+"""
+import csv
+import math
+import os
+import statistics
+import sys
+
+
+def steps(path):
+    with open(path) as f:
+        lines = [l for l in f if not l.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    return [{k: (float(v) if v != "" else None) for k, v in r.items()} for r in rows]
+
+
+def derive(rows, target):
+    timed = rows[2:] if len(rows) > 2 else rows
+    out = {k: statistics.median(r[k] for r in timed)
+           for k in ("step_ms", "compute_ms", "hook_ms", "wait_ms")}
+    out["bytes_per_step"] = sum(r["bytes"] for r in rows) / len(rows)
+    evals = [r for r in rows if r["acc"] is not None]
+    acc = [sum(e["acc"] for e in evals[max(0, i - 2):i + 1]) / len(evals[max(0, i - 2):i + 1])
+           for i in range(len(evals))]
+    out["final_acc"] = acc[-1] if acc else None
+    out["time_to_target_s"] = next((e["wall_s"] for e, a in zip(evals, acc) if a >= target), None)
+    return out
+
+
+def close(a, b, tol):
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+def check_run(out, row, problems):
+    name = f"{row['model']}-{row['hook']}-w{row['workers']}-b{row['bandwidth']}"
+    if row["status"] != "ok":
+        if not row["why"].strip():
+            problems.append(f"{name}: failed without a reason")
+        return name
+    rows = steps(os.path.join(out, "runs", name, "steps.csv"))
+    if len(rows) != int(row["steps"]) or not rows:
+        problems.append(f"{name}: {len(rows)} steps in its CSV, summary says {row['steps']}")
+        return name
+    for r in rows:
+        if r["wait_ms"] > 0 and not close(r["step_ms"], r["compute_ms"] + r["hook_ms"] +
+                                          r["wait_ms"], 2e-3):
+            problems.append(f"{name}: step {r['step']:.0f} does not add up")
+    want = derive(rows, float(row["target"]))
+    for k, v in want.items():
+        got = row[k]
+        if v is None:
+            if got != "":
+                problems.append(f"{name}: {k} is {got}, expected none")
+        elif got == "" or not close(float(got), v, 1e-3):
+            problems.append(f"{name}: {k} is {got!r} in summary.csv, derived {v}")
+    return name
+
+
+def check_report(out, summary, problems):
+    with open(os.path.join(out, "report.md")) as f:
+        report = f.read()
+    for row in summary:
+        cell = (f"failed: {row['why']}".replace("|", "\\|") if row["status"] != "ok"
+                else (f"{float(row['time_to_target_s']):.1f}" if row["time_to_target_s"]
+                      else "not reached"))
+        first = f"| {row['hook']} | {cell}"
+        setting = f"## {row['model']}, {row['workers']} hosts, {row['bandwidth']}"
+        section = report.split(setting, 1)[1].split("\n## ", 1)[0] if setting in report else ""
+        if first not in section:
+            problems.append(f"report.md: no row '{first}' under '{setting}'")
+        elif row["status"] == "ok" and row["step_ms"]:
+            line = next(l for l in section.splitlines() if l.startswith(first))
+            if f"| {float(row['step_ms']):.1f} |" not in line:
+                problems.append(f"report.md: {row['hook']} at {setting}: step ms not "
+                                f"{float(row['step_ms']):.1f}: {line}")
+
+
+def main(argv):
+    out, models, hooks, workers, bws = argv[1], *(a.split(",") for a in argv[2:6])
+    with open(os.path.join(out, "summary.csv")) as f:
+        summary = list(csv.DictReader(f))
+    problems = []
+    seen = {check_run(out, r, problems) for r in summary}
+    for m in models:
+        for h in hooks:
+            for w in workers:
+                for b in bws:
+                    if f"{m}-{h}-w{w}-b{b}" not in seen:
+                        problems.append(f"no row for {m} {h} w{w} {b} in summary.csv")
+    check_report(out, summary, problems)
+    pngs = [f for f in os.listdir(out) if f.startswith("fig-acc-") and f.endswith(".png")]
+    if any(r["status"] == "ok" for r in summary) and not pngs:
+        problems.append("no accuracy figure was drawn")
+    for p in problems:
+        print("check_ddp_report:", p)
+    print(f"check_ddp_report: {len(summary)} runs, "
+          f"{sum(r['status'] == 'ok' for r in summary)} finished, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

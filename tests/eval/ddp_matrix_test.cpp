@@ -1,0 +1,51 @@
+// The DDP head-to-head's pieces that need no hosts: hook and model names, run names, and the
+// line a failed run's report row quotes from its rank's standard error.
+#include "exdyna/eval/ddp_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include "exdyna/core/error.hpp"
+
+namespace exdyna::eval {
+namespace {
+
+TEST(DdpMatrix, AcceptsEveryDefaultHookAndRefusesOthersByName) {
+  for (const auto& h : default_ddp_hooks()) EXPECT_NO_THROW(check_ddp_hook(h)) << h;
+  for (const char* h : {"exdyna-d1", "exdyna-sync-d0.5", "powersgd-r12"})
+    EXPECT_NO_THROW(check_ddp_hook(h)) << h;
+  for (const char* h :
+       {"gzip", "powersgd-r0", "exdyna-d0", "exdyna-d1.5", "exdyna-d0.0", "fp32", "exdyna"}) {
+    try {
+      check_ddp_hook(h);
+      ADD_FAILURE() << h << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + h + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(check_ddp_model("lstm"));
+  EXPECT_THROW(check_ddp_model("resnet"), InvalidArgument);
+}
+
+TEST(DdpMatrix, RunNameNamesEverySetting) {
+  EXPECT_EQ(ddp_run_name("lstm", "powersgd-r4", 4, 100'000'000), "lstm-powersgd-r4-w4-b100mbit");
+}
+
+TEST(DdpMatrix, FailureLineIsTheCauseNotTorchrunsSummary) {
+  const std::string err =
+      "Traceback (most recent call last):\n"
+      "  File \"x.py\", line 3, in <module>\n"
+      "RuntimeError: [enforce fail at gloo/transport/tcp/pair.cc:446] op.preamble.length <= "
+      "op.nbytes. 5000 vs 1600\n"
+      "\n"
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+      "==========\n";
+  EXPECT_EQ(ddp_failure_line(err),
+            "RuntimeError: [enforce fail at gloo/transport/tcp/pair.cc:446] op.preamble.length <= "
+            "op.nbytes. 5000 vs 1600");
+  EXPECT_EQ(ddp_failure_line("just a line\n\n"), "just a line");
+  EXPECT_EQ(ddp_failure_line(""), "");
+}
+
+}  // namespace
+}  // namespace exdyna::eval
