@@ -39,8 +39,11 @@ def rate_bps(name):
 
 
 def hook_key(h):
+    """The report's order: HOOK_ORDER, ranks and densities from the least compressed."""
     rank = next((i for i, p in enumerate(HOOK_ORDER) if h.startswith(p)), len(HOOK_ORDER))
-    return (rank, h)
+    m = re.search(r"-r([0-9]+)$|-d([0-9.]+)$", h)
+    size = (int(m.group(1)) if m.group(1) else -float(m.group(2))) if m else 0
+    return (rank, size, h)
 
 
 def read_steps(path):
