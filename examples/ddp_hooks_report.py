@@ -62,6 +62,20 @@ def read_steps(path):
     return meta, rows
 
 
+def what(run_dir, status):
+    """An uncaught C++ exception's message ("  what():  ...", the line after "terminate called
+    after throwing an instance of"), which the status line does not hold; "" if none."""
+    if "terminate called after throwing" not in status:
+        return ""
+    for name in sorted(os.listdir(run_dir)):
+        if name.endswith(".err"):
+            with open(os.path.join(run_dir, name), errors="replace") as f:
+                for line in f:
+                    if "what():" in line:
+                        return " (" + line.split("what():", 1)[1].strip() + ")"
+    return ""
+
+
 def summarise(run_dir, name):
     m = RUN.fullmatch(name)
     row = dict.fromkeys(FIELDS, "")
@@ -76,7 +90,7 @@ def summarise(run_dir, name):
     row["steps"] = len(rows)
     if status != "ok":
         row["status"] = "failed"
-        row["why"] = status.removeprefix("failed: ")
+        row["why"] = status.removeprefix("failed: ") + what(run_dir, status)
     else:
         row["status"] = "ok"
     if rows:
