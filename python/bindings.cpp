@@ -22,6 +22,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -33,6 +34,8 @@
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
+#include "exdyna/sparsifiers/option_table.hpp"
+#include "exdyna/sparsifiers/step_stats_fields.hpp"
 
 namespace py = pybind11;
 
@@ -42,161 +45,118 @@ namespace {
 
 using sparsifiers::SparsifierConfig;
 
-// Python-side options: what the CLI's sparsifier flags set (apps/sparsifier_cli.hpp), in Python's
-// spelling (--min-blk -> min_blk). Defaults are `exdyna train`'s: the exact controller and balance
-// and the automatic worker cap, which hold the density at d on real gradients.
+// Python-side options: the option table's keywords (sparsifiers/option_table.hpp, the CLI's flags
+// in Python spelling: --min-blk -> min_blk) and the binding's own two, measure_global_error and
+// timeout. Defaults are the library's: the exact controller and balance and the automatic worker
+// cap, which hold the density at d on real gradients.
 struct Options {
   SparsifierConfig config;
   sparsifiers::ErrorFeedbackOptions ef;
   std::chrono::milliseconds timeout{300'000};
-  bool cap_set = false;
 };
 
 std::string shown(py::handle v) {
   return py::str(py::repr(v));
 }
 
-double number(const std::string& name, py::handle v) {
-  EXDYNA_CHECK_ARG(!py::isinstance<py::bool_>(v) &&
-                       (py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)),
-                   "option ", name, "=", shown(v), " is not valid; expected a number");
-  return v.cast<double>();
-}
-
-std::int64_t integer(const std::string& name, py::handle v) {
-  EXDYNA_CHECK_ARG(!py::isinstance<py::bool_>(v) && py::isinstance<py::int_>(v), "option ", name,
-                   "=", shown(v), " is not valid; expected an integer");
-  return v.cast<std::int64_t>();
-}
-
-// An integer option held in an int: 1 .. INT_MAX, refused naming it (a cast would wrap).
-int positive_int(const std::string& name, py::handle v) {
-  const auto i = integer(name, v);
-  EXDYNA_CHECK_ARG(i >= 1 && i <= std::numeric_limits<int>::max(), "option ", name, "=", shown(v),
-                   " is not valid; expected an integer in 1 .. ", std::numeric_limits<int>::max());
-  return static_cast<int>(i);
-}
-
-std::string text(const std::string& name, py::handle v) {
-  EXDYNA_CHECK_ARG(py::isinstance<py::str>(v), "option ", name, "=", shown(v),
-                   " is not valid; expected a string");
-  return v.cast<std::string>();
-}
-
-// parse(text), its refusal prefixed with the option's name.
-template <typename F>
-auto named(const std::string& name, F&& parse) {
-  try {
-    return parse();
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(detail::concat("option ", name, ": ", e.what()));
+// A keyword's value as the text the option table reads, once its Python type is the one the
+// option takes (a bool is not a number, a float not an integer).
+std::string option_text(const sparsifiers::OptionSpec& o, const std::string& name, py::handle v) {
+  const bool is_bool = py::isinstance<py::bool_>(v);
+  const bool is_int = !is_bool && py::isinstance<py::int_>(v);
+  const bool is_number = is_int || (!is_bool && py::isinstance<py::float_>(v));
+  const bool is_str = py::isinstance<py::str>(v);
+  bool ok = false;
+  switch (o.kind) {
+    case sparsifiers::OptionKind::kInteger:
+      ok = is_int;
+      break;
+    case sparsifiers::OptionKind::kNumber:
+      ok = is_number;
+      break;
+    case sparsifiers::OptionKind::kChoice:
+      ok = is_str;
+      break;
+    case sparsifiers::OptionKind::kCap:
+      ok = is_str || is_number;
+      break;
   }
+  EXDYNA_CHECK_ARG(ok, "option ", name, "=", shown(v), " is not valid; expected ", o.values);
+  return is_str ? v.cast<std::string>() : py::str(v).cast<std::string>();
 }
 
-using Setter = std::function<void(Options&, const std::string&, py::handle)>;
+// The binding's own options: they configure error feedback and the collectives, not a sparsifier.
+constexpr const char* kSessionOptions[] = {"measure_global_error", "timeout"};
 
-const std::map<std::string, Setter>& setters() {
-  static const std::map<std::string, Setter> table = {
-      {"gather",
-       [](Options& o, const std::string& n, py::handle v) {
-         o.config.gather_mode = named(n, [&] { return comm::parse_gather_mode(text(n, v)); });
-       }},
-      {"values",
-       [](Options& o, const std::string& n, py::handle v) {
-         o.config.values = named(n, [&] { return core::parse_value_format(text(n, v)); });
-       }},
-      {"blocks",
-       [](Options& o, auto& n, py::handle v) { o.config.exdyna.n_blocks = integer(n, v); }},
-      {"min_blk",
-       [](Options& o, auto& n, py::handle v) { o.config.exdyna.min_blk = number(n, v); }},
-      {"blk_move",
-       [](Options& o, auto& n, py::handle v) { o.config.exdyna.blk_move = integer(n, v); }},
-      {"alpha", [](Options& o, auto& n, py::handle v) { o.config.exdyna.alpha = number(n, v); }},
-      {"beta", [](Options& o, auto& n, py::handle v) { o.config.exdyna.beta = number(n, v); }},
-      {"gamma", [](Options& o, auto& n, py::handle v) { o.config.exdyna.gamma = number(n, v); }},
-      {"initial_threshold",
-       [](Options& o, auto& n, py::handle v) { o.config.exdyna.initial_threshold = number(n, v); }},
-      {"controller",
-       [](Options& o, const std::string& n, py::handle v) {
-         o.config.exdyna.controller =
-             named(n, [&] { return sparsifiers::parse_controller(text(n, v)); });
-       }},
-      {"balance",
-       [](Options& o, const std::string& n, py::handle v) {
-         o.config.exdyna.balance = named(n, [&] { return sparsifiers::parse_balance(text(n, v)); });
-       }},
-      {"worker_cap",
-       [](Options& o, const std::string& n, py::handle v) {
-         const std::string s =
-             py::isinstance<py::str>(v) ? v.cast<std::string>() : std::to_string(number(n, v));
-         o.config.exdyna.worker_cap = named(n, [&] { return sparsifiers::parse_worker_cap(s); });
-         o.cap_set = true;
-       }},
-      {"ladder_rungs",
-       [](Options& o, auto& n, py::handle v) {
-         o.config.exdyna.ladder_rungs = static_cast<int>(integer(n, v));
-       }},
-      {"ladder_span",
-       [](Options& o, auto& n, py::handle v) { o.config.exdyna.ladder_span = number(n, v); }},
-      {"hard_threshold",
-       [](Options& o, auto& n, py::handle v) { o.config.hard_threshold = number(n, v); }},
-      {"sidco_stages",
-       [](Options& o, auto& n, py::handle v) {
-         o.config.sidco.stages = static_cast<int>(integer(n, v));
-       }},
-      {"randomk_seed",
-       [](Options& o, auto& n, py::handle v) {
-         const auto s = integer(n, v);
-         EXDYNA_CHECK_ARG(s >= 0, "option ", n, "=", shown(v),
-                          " is not valid; expected an integer >= 0");
-         o.config.randomk.seed = static_cast<std::uint64_t>(s);
-       }},
-      {"dgc_sample", [](Options& o, auto& n, py::handle v) { o.config.dgc.sample = number(n, v); }},
-      {"oktopk_period",
-       [](Options& o, auto& n, py::handle v) { o.config.oktopk.period = positive_int(n, v); }},
-      {"oktopk_repartition",
-       [](Options& o, auto& n, py::handle v) { o.config.oktopk.repartition = positive_int(n, v); }},
-      {"measure_global_error",
-       [](Options& o, const std::string& n, py::handle v) {
-         EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", n, "=", shown(v),
-                          " is not valid; expected True or False");
-         o.ef.measure_global_error = v.cast<bool>();
-       }},
-      {"timeout",
-       [](Options& o, const std::string& n, py::handle v) {
-         const double s = number(n, v);
-         EXDYNA_CHECK_ARG(s > 0 && s < 1e7, "option ", n, "=", shown(v),
-                          " is not valid; expected seconds > 0");
-         o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
-       }},
-  };
-  return table;
+bool set_session_option(Options& o, const std::string& name, py::handle v) {
+  if (name == "measure_global_error") {
+    EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", name, "=", shown(v),
+                     " is not valid; expected True or False");
+    o.ef.measure_global_error = v.cast<bool>();
+    return true;
+  }
+  if (name == "timeout") {
+    const bool ok = !py::isinstance<py::bool_>(v) &&
+                    (py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v));
+    const double s = ok ? v.cast<double>() : 0;
+    EXDYNA_CHECK_ARG(ok && s > 0 && s < 1e7, "option ", name, "=", shown(v),
+                     " is not valid; expected seconds > 0");
+    o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+    return true;
+  }
+  return false;
 }
 
-std::string option_names() {
-  std::string s;
-  for (const auto& [name, _] : setters()) s += (s.empty() ? "" : ", ") + name;
-  return s;
+// Every keyword, sorted.
+std::vector<std::string> option_names() {
+  std::vector<std::string> v(std::begin(kSessionOptions), std::end(kSessionOptions));
+  for (const auto& o : sparsifiers::option_table()) v.emplace_back(o.key);
+  std::sort(v.begin(), v.end());
+  return v;
 }
 
 Options parse_options(double density, const py::dict& kwargs) {
   Options o;
   o.config.density = density;
-  o.config.exdyna.controller = sparsifiers::Controller::kExact;
-  o.config.exdyna.balance = sparsifiers::Balance::kExact;
   for (const auto& [key, value] : kwargs) {
     const auto name = py::str(key).cast<std::string>();
-    const auto it = setters().find(name);
-    EXDYNA_CHECK_ARG(it != setters().end(), "unknown option '", name, "'; expected one of ",
-                     option_names());
-    it->second(o, name, value);
+    if (set_session_option(o, name, value)) continue;
+    const auto* spec = sparsifiers::find_option_by_key(name);
+    if (spec == nullptr) {
+      std::string known;
+      for (const auto& n : option_names()) known += (known.empty() ? "" : ", ") + n;
+      throw InvalidArgument(detail::concat("unknown option '", name, "'; expected one of ", known));
+    }
+    const std::string text = option_text(*spec, name, value);
+    try {
+      spec->set(o.config, text);
+    } catch (const InvalidArgument& e) {
+      // "2.0 is not valid; expected ..." reads "option gamma=2.0 is not valid; expected ...".
+      const std::string what = e.what();
+      const bool about_text = what.rfind(text + " is not valid", 0) == 0;
+      throw InvalidArgument(
+          about_text ? detail::concat("option ", name, "=", shown(value), what.substr(text.size()))
+                     : detail::concat("option ", name, "=", shown(value), ": ", what));
+    }
   }
-  // As `exdyna train`: the Poisson-floor cap with the exact controller unless set.
-  if (!o.cap_set)
-    o.config.exdyna.worker_cap = o.config.exdyna.controller == sparsifiers::Controller::kExact
-                                     ? sparsifiers::ExDynaOptions::kAutoCap
-                                     : 0;
   return o;
+}
+
+// The option table as Python reads it: one dict per option.
+py::list option_table_rows() {
+  py::list rows;
+  for (const auto& o : sparsifiers::option_table()) {
+    py::dict r;
+    r["key"] = std::string(o.key);
+    r["flag"] = std::string(o.primary_flag());
+    r["kind"] = std::string(sparsifiers::to_string(o.kind));
+    r["values"] = std::string(o.values);
+    r["applies_to"] = std::string(o.applies_to);
+    r["help"] = std::string(o.help);
+    r["default"] = sparsifiers::default_text(o);
+    rows.append(r);
+  }
+  return rows;
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> to_process_group(py::handle obj) {
@@ -227,48 +187,34 @@ void require_process_group_type() {
       "or another pybind11. Rebuild it with the torch you run: pip install --no-build-isolation .");
 }
 
-py::dict bytes_dict(const comm::ByteCounts& b) {
+py::str py_name(std::string_view name) {
+  return py::str(name.data(), name.size());
+}
+
+// A step's statistics, shaped by sparsifiers' list of fields (step_stats_fields.hpp): scalars at
+// the top, each group (bytes, times) a nested dict, the per-worker fields lists. `value` makes the
+// entry of a scalar field: its value in stats, its description in _stats_fields.
+template <typename Scalar, typename PerWorker>
+py::dict stats_shaped(Scalar value, PerWorker per_worker) {
   py::dict d;
-  d["allgather_counts"] = b.allgather_counts;
-  d["allgather_indices"] = b.allgather_indices;
-  d["allreduce"] = b.allreduce;
-  d["broadcast"] = b.broadcast;
-  d["alltoall"] = b.alltoall;
-  d["padded_elements"] = b.padded_elements;
-  d["total"] = b.total();
+  for (const auto& f : sparsifiers::step_scalar_fields()) d[py_name(f.name)] = value(f);
+  for (const auto& g : sparsifiers::step_field_groups()) {
+    py::dict sub;
+    for (const auto& f : g.fields) sub[py_name(f.name)] = value(f);
+    d[py_name(g.name)] = sub;
+  }
+  for (const auto& f : sparsifiers::step_per_worker_fields()) d[py_name(f.name)] = per_worker(f);
   return d;
 }
 
 py::dict stats_dict(const sparsifiers::StepStats& s) {
-  py::dict d;
-  d["iteration"] = s.iteration;
-  d["world_size"] = s.world_size;
-  d["n_g"] = s.n_g;
-  d["k"] = s.k_target;
-  d["target_density"] = s.target_density;
-  d["threshold"] = s.threshold;
-  d["k_per_worker"] = s.k_per_worker;
-  d["k_total"] = s.k_total;
-  d["k_unique"] = s.k_unique;
-  d["density"] = s.density;
-  d["density_error"] = s.density_error;
-  d["f_t"] = s.f_t;
-  d["padded_elements"] = s.padded_elements;
-  d["global_error"] = s.global_error;
-  d["alloc_per_worker"] = s.alloc_per_worker;
-  d["blocks_per_partition"] = s.blocks_per_partition;
-  d["bytes"] = bytes_dict(s.bytes);
-  py::dict t;
-  t["accumulate"] = s.times.accumulate;
-  t["select"] = s.times.select;
-  t["select_cpu"] = s.times.select_cpu;  // the select phases' thread CPU time
-  t["allgather"] = s.times.allgather;
-  t["allreduce"] = s.times.allreduce;
-  t["broadcast"] = s.times.broadcast;
-  t["update"] = s.times.update;
-  t["other"] = s.times.other;
-  d["times"] = t;
-  return d;
+  return stats_shaped([&](const sparsifiers::StatField& f) { return py::cast(f.read(s)); },
+                      [&](const sparsifiers::PerWorkerField& f) { return py::cast(f.read(s)); });
+}
+
+py::dict stats_descriptions() {
+  return stats_shaped([](const sparsifiers::StatField& f) { return py_name(f.description); },
+                      [](const sparsifiers::PerWorkerField& f) { return py_name(f.description); });
 }
 
 constexpr std::uint32_t kStateMagic = 0x59505845;  // "EXPY"
@@ -518,11 +464,12 @@ PYBIND11_MODULE(_exdyna, m) {
   exdyna::python::require_process_group_type();
   py::register_exception_translator(&exdyna::python::translate);
   m.def("sparsifier_names", [] { return exdyna::sparsifiers::builtin_registry().names(); });
-  m.def("option_names", [] {
-    std::vector<std::string> v;
-    for (const auto& [name, _] : exdyna::python::setters()) v.push_back(name);
-    return v;
-  });
+  m.def("_stats_fields", &exdyna::python::stats_descriptions,
+        "Sparsifier.stats' keys, each with its description (unit): the same nesting as stats");
+  m.def("option_table", &exdyna::python::option_table_rows,
+        "the option table: one dict per sparsifier option (key, flag, kind, values, applies_to, "
+        "help, default)");
+  m.def("option_names", &exdyna::python::option_names);
   m.def(
       "cuda_built", &exdyna::sparsifiers::device_path_built,
       "Whether this build has the GPU path (CUDA kernels; NCCL or Gloo groups over CUDA tensors)");
