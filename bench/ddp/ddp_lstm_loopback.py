@@ -2,9 +2,9 @@
 """DDP step time of a word LSTM language model on W Gloo ranks over loopback: DDP's own all-reduce
 against exdyna.ddp.hook, overlapped (the default) and synchronous.
 
-The model is the communication-heavy one of the DDP comparison: an embedding of the V most frequent
-words of the English text under /usr/share/doc/python3.11/html/_sources (python3.11-doc), a
-2-layer LSTM and an output layer tied to nothing (about 4.6M parameters at V = 10,000, E = H =
+The model is the communication-heavy one of the DDP comparison (examples/ddp_hooks.py's, imported
+from there): an embedding of the V most frequent words of the English text under
+/usr/share/doc/python3.11/html/_sources (python3.11-doc), a 2-layer LSTM and an output layer tied to nothing (about 4.6M parameters at V = 10,000, E = H =
 200). Each rank trains on its own slice of the corpus: batch --batch sequences of --bptt words,
 SGD (lr 1, gradient clipping 0.25). Each variant builds the model afresh from the same seed, runs
 --warmup untimed steps, then --steps timed ones; a step is forward, backward (with the hook) and
@@ -20,12 +20,9 @@ waits it adds to the backward pass, not what it saves on a network.
 Exit status: 0 measured, 1 a variant failed, 2 bad arguments, 77 no corpus or no exdyna.
 """
 import argparse
-import collections
 import datetime
-import glob
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -66,32 +63,13 @@ def parse_args(argv=None):
     return a
 
 
-def read_corpus(vocab):
-    """The corpus as word ids (0: a word outside the vocabulary)."""
-    words = []
-    for path in sorted(glob.glob(os.path.join(CORPUS, "**", "*.txt"), recursive=True)):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            words.extend(re.findall(r"[a-z]+", f.read().lower()))
-    common = [w for w, _ in collections.Counter(words).most_common(vocab - 1)]
-    ids = {w: i + 1 for i, w in enumerate(common)}
-    return [ids.get(w, 0) for w in words]
-
-
-def make_model(torch, vocab):
-    nn = torch.nn
-
-    class WordLSTM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(vocab, 200)
-            self.lstm = nn.LSTM(200, 200, num_layers=2, batch_first=True)
-            self.out = nn.Linear(200, vocab)
-
-        def forward(self, x):
-            h, _ = self.lstm(self.embed(x))
-            return self.out(h)
-
-    return WordLSTM()
+def word_lstm_example():
+    """examples/ddp_hooks.py, the head-to-head's training script: its word LSTM and corpus reader
+    are the ones measured here."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "examples"))
+    import ddp_hooks
+    return ddp_hooks
 
 
 def rank_main(rank, args, ids, store, variant, queue):
@@ -103,14 +81,14 @@ def rank_main(rank, args, ids, store, variant, queue):
                             world_size=args.ranks, timeout=datetime.timedelta(seconds=300))
     try:
         torch.manual_seed(0)
-        model = DDP(make_model(torch, args.vocab))
+        model = DDP(word_lstm_example().WordLstm(args.vocab))
         state = None
         if variant != "allreduce":
             import exdyna.ddp
             state = exdyna.ddp.State(density=args.density, overlap=variant == "exdyna")
             model.register_comm_hook(state, exdyna.ddp.hook)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
-        data = torch.tensor(ids, dtype=torch.long)
+        data = ids
         span = args.batch * (args.bptt + 1)
         per_rank = len(ids) // args.ranks
         times = []
@@ -176,7 +154,7 @@ def main(argv=None):
         return 77
     result["torch"] = torch.__version__
     result["exdyna_cuda_built"] = exdyna.cuda_built()
-    ids = read_corpus(args.vocab)
+    ids = word_lstm_example().corpus_ids(args.vocab, "")
     result["corpus_words"] = len(ids)
     for v in args.variants:
         try:
