@@ -4,11 +4,11 @@ against exdyna.ddp.hook, overlapped (the default) and synchronous.
 
 The model is the communication-heavy one of the DDP comparison (examples/ddp_hooks.py's, imported
 from there): an embedding of the V most frequent words of the English text under
-/usr/share/doc/python3.11/html/_sources (python3.11-doc), a 2-layer LSTM and an output layer
-tied to nothing (about 4.6M parameters at V = 10,000, E = H = 200). Each rank trains on its own slice of the corpus: batch --batch sequences of --bptt words,
-SGD (lr 1, gradient clipping 0.25). Each variant builds the model afresh from the same seed, runs
---warmup untimed steps, then --steps timed ones; a step is forward, backward (with the hook) and
-the optimizer, and its time is rank 0's wall clock.
+/usr/share/doc/python3.11/html/_sources (python3.11-doc), a 2-layer LSTM and an output layer tied to
+nothing (about 4.6M parameters at V = 10,000, E = H = 200). Each rank trains on its own slice of the
+corpus: batch --batch sequences of --bptt words, SGD (lr 1, gradient clipping 0.25). Each variant
+builds the model afresh from the same seed, runs --warmup untimed steps, then --steps timed ones; a
+step is forward, backward (with the hook) and the optimizer, and its time is rank 0's wall clock.
   allreduce      DDP with no hook (its C++ all-reduce of every bucket)
   exdyna         exdyna.ddp.hook, State(density=--density), the exact controller, overlapped
   exdyna_sync    the same with State(overlap=False)
