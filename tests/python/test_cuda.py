@@ -7,8 +7,9 @@ skipping, so a broken install cannot pass as "all skipped".
 
 - the decisions and updates of the CUDA path equal the CPU path's on the same gradients, 4 ranks
   sharing the one GPU over Gloo, paper and exact modes, 50 iterations each;
-- NCCL at world size 1: exdyna steps on a CUDA tensor (and equals a CPU twin over Gloo), and the
-  DDP hook on CUDA buckets;
+- NCCL at world size 1: exdyna steps on a CUDA tensor (and equals a CPU twin over Gloo), in
+  float32 and in 16-bit gradients; the DDP hook on CUDA buckets (float32 and 16-bit models); the
+  group checkpoint (group_state_dict) over NCCL, resumed on CUDA;
 - the sparsifiers without a GPU path refuse a CUDA tensor with ValueError naming those with one;
 - a build without the GPU path refuses a CUDA tensor (runs only on such a build with a GPU).
 """
@@ -111,6 +112,24 @@ def test_nccl_world_one_steps_exdyna_on_cuda(nccl_one):
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_nccl_world_one_16bit_cuda_gradients_equal_the_cpu_twin(nccl_one, dtype):
+    """A 16-bit gradient is widened for the step and the update rounded back, on the device as on
+    the host: same decisions, and the rounded updates equal bit for bit."""
+    n = 400_003
+    gpu = exdyna.Sparsifier("exdyna", DENSITY)
+    cpu = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one)
+    for t in range(5):
+        grad = cuda_ranks.heavy_gradient(0, t, n).to(dtype)
+        update = gpu.step(grad.cuda())
+        assert update.is_cuda and update.dtype == dtype and update.shape == grad.shape
+        cpu_update = cpu.step(grad)
+        assert gpu.stats["k_total"] > 0
+        cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"{dtype}, iteration {t}")
+        cuda_ranks.compare_updates(cpu_update, update, f"{dtype}, iteration {t}")
+
+
+@needs_gpu
 def test_nccl_world_one_dense_on_cuda(nccl_one):
     sp = exdyna.Sparsifier("dense", 1.0)
     grad = cuda_ranks.heavy_gradient(0, 0, 100_003).cuda()
@@ -148,22 +167,31 @@ def test_ddp_hook_on_cuda_buckets(nccl_one):
         assert s["world_size"] == 1 and s["k_total"] > 0
 
 
-def _train_cuda_ddp(overlap, steps=6):
+def _cuda_mlp(dtype=torch.float32):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 4000), nn.ReLU(), nn.Linear(4000, 1000), nn.ReLU(),
+                         nn.Linear(1000, 10)).to(device="cuda", dtype=dtype)
+
+
+def _train_cuda_ddp(overlap, steps=6, dtype=torch.float32, net=None, state=None, seed=5):
+    """Trains net (default: a fresh _cuda_mlp) under DDP with the exdyna hook (state, default: a
+    new State at d = 0.02) for `steps` steps; returns the parameters and the state."""
     import exdyna.ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(256, 4000), nn.ReLU(), nn.Linear(4000, 1000), nn.ReLU(),
-                        nn.Linear(1000, 10)).cuda()
+    net = _cuda_mlp(dtype) if net is None else net
     model = DDP(net, device_ids=[0], bucket_cap_mb=2)
-    state = exdyna.ddp.State(density=0.02, overlap=overlap, controller="exact")
+    if state is None:
+        state = exdyna.ddp.State(density=0.02, overlap=overlap, controller="exact")
     model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    g = torch.Generator(device="cuda").manual_seed(5)
+    g = torch.Generator(device="cuda").manual_seed(seed)
     for _ in range(steps):
-        x = torch.randn(512, 256, device="cuda", generator=g)
+        x = torch.randn(512, 256, device="cuda", generator=g).to(dtype)
         y = torch.randint(0, 10, (512,), device="cuda", generator=g)
         opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
+        nn.functional.cross_entropy(model(x).float(), y).backward()
+        for i, p in enumerate(model.parameters()):
+            assert p.grad.dtype == dtype and bool(torch.isfinite(p.grad).all()), f"grad {i}"
         opt.step()
     torch.cuda.synchronize()
     return [p.detach().clone() for p in model.parameters()], state
@@ -180,6 +208,80 @@ def test_ddp_hook_on_its_own_stream_equals_the_synchronous_hook(nccl_one):
     assert state.steps == sync_state.steps >= 6
     for i, (p, q) in enumerate(zip(mine, sync)):
         assert torch.equal(p, q), f"parameter {i} differs between the overlapped and the sync hook"
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_ddp_hook_on_16bit_cuda_buckets(nccl_one, dtype):
+    """A 16-bit model's buckets: sparse steps at the target density, the overlapped hook's
+    parameters equal the synchronous hook's bit for bit."""
+    mine, state = _train_cuda_ddp(True, steps=5, dtype=dtype)
+    sync, sync_state = _train_cuda_ddp(False, steps=5, dtype=dtype)
+    assert state.steps == sync_state.steps >= 5 and state.dense_steps == 0
+    assert 0 < state.density() <= 0.02 * 1.1, state.density()
+    for i, (p, q) in enumerate(zip(mine, sync)):
+        assert p.dtype == dtype and torch.equal(p, q), f"parameter {i} differs ({dtype})"
+
+
+@needs_gpu
+def test_group_state_dict_over_nccl_resumes_on_cuda(nccl_one, tmp_path):
+    """group_state_dict() all-reduces the residuals over NCCL (CUDA buffers); at world size 1
+    the mean is the residual itself. Saved and loaded (torch.load's default weights_only), it
+    resumes a fresh State on CUDA, which claims every saved bucket."""
+    import exdyna.ddp
+    params, state = _train_cuda_ddp(True, steps=4)
+    group = state.group_state_dict()
+    assert group["world_size"] == 1 and set(group["buckets"]) == set(state.buckets())
+    for key, b in group["buckets"].items():
+        sp = state.bucket_sparsifier(key)
+        assert torch.equal(b["mean_residual"], sp.residual()), f"bucket {key}: mean residual"
+        assert b["threshold"] == sp.stats["threshold"] > 0, f"bucket {key}: threshold"
+    torch.save(group, tmp_path / "group.pt")
+    resumed = exdyna.ddp.State(density=0.02, controller="exact")
+    resumed.load_state_dict(torch.load(tmp_path / "group.pt"))
+    assert resumed.iter == state.iter and resumed.steps == state.steps
+    net = _cuda_mlp()
+    with torch.no_grad():
+        for p, q in zip(net.parameters(), params):
+            p.copy_(q)
+    _, resumed = _train_cuda_ddp(True, steps=3, net=net, state=resumed, seed=6)
+    assert set(resumed.buckets()) == set(group["buckets"])
+    assert 0 < resumed.density() <= 0.02 * 1.1, resumed.density()
+
+
+@needs_gpu
+def test_host_built_state_moves_to_the_device(nccl_one):
+    """A sparsifier given its residual (set_residual) or a checkpoint (load_state_dict) before its
+    first step holds them on the host and moves them to the device at its first CUDA step: it
+    then steps as its CPU twin given the same, and as the sparsifier it was saved from."""
+    n = 300_007
+    src = exdyna.Sparsifier("exdyna", DENSITY)
+    for t in range(3):
+        src.step(cuda_ranks.heavy_gradient(0, t, n).cuda())
+    saved = src.state_dict()
+    residual = src.residual()
+    assert residual is not None and not residual.is_cuda and bool(residual.abs().sum() > 0)
+    from_state = exdyna.Sparsifier("exdyna", DENSITY)
+    from_state.load_state_dict(saved)
+    cpu_twin = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one)
+    cpu_twin.load_state_dict(saved)
+    from_residual = exdyna.Sparsifier("exdyna", DENSITY)
+    from_residual.set_residual(residual)
+    cpu_residual = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one)
+    cpu_residual.set_residual(residual)
+    for t in range(3, 6):
+        grad = cuda_ranks.heavy_gradient(0, t, n)
+        want = src.step(grad.cuda())
+        for name, sp, g in (("load_state_dict", from_state, grad.cuda()),
+                            ("load_state_dict, CPU twin", cpu_twin, grad)):
+            got = sp.step(g)
+            cuda_ranks.compare_decisions(src.stats, sp.stats, f"{name}, iteration {t}")
+            cuda_ranks.compare_updates(want.cpu(), got, f"{name}, iteration {t}")
+        got = from_residual.step(grad.cuda())
+        twin = cpu_residual.step(grad)
+        what = f"set_residual vs its CPU twin, iteration {t}"
+        cuda_ranks.compare_decisions(cpu_residual.stats, from_residual.stats, what)
+        cuda_ranks.compare_updates(twin, got, what)
 
 
 # --- (c) no GPU path: a clear refusal ------------------------------------------------------------
