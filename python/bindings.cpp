@@ -247,6 +247,7 @@ class PySparsifier {
                      "this sparsifier steps on CUDA tensors (its first step was on one); "
                      "got a CPU tensor");
     ensure_built(grad.numel());
+    stepped_on_host_ = true;
     at::Tensor out = grad.detach().contiguous().clone();
     {
       py::gil_scoped_release nogil;
@@ -266,7 +267,7 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(
         comm_->takes_device_buffers(), "gradient on ", grad.device().str(),
         ": the process group's backend cannot move CUDA tensors; expected nccl or gloo");
-    EXDYNA_CHECK_ARG(!ef_ || ef_->iteration() == 0,
+    EXDYNA_CHECK_ARG(!stepped_on_host_,
                      "this sparsifier steps on CPU tensors (its first step was on one); got a "
                      "tensor on ",
                      grad.device().str());
@@ -311,6 +312,9 @@ class PySparsifier {
         "state is not an exdyna sparsifier state (version ", kStateVersion, ")");
     const std::string fp = r.get_string();
     const auto iteration = r.get<std::int64_t>();
+    // A loaded state (iteration, residual and the sparsifier's own) moves to the device at the
+    // first CUDA step, as one set before any step does (build_device).
+    stepped_on_host_ = false;
     if (r.done()) {  // saved before its first step
       EXDYNA_CHECK_ARG(iteration == 0 && fp == fingerprint_for(0),
                        "state was saved by sparsifier '", fp, "', this one is '",
@@ -430,6 +434,7 @@ class PySparsifier {
   std::int64_t n_g_ = 0;
   sparsifiers::StepStats last_;
   bool has_stats_ = false;
+  bool stepped_on_host_ = false;  // a CPU step ran since the last load: CUDA tensors are refused
 };
 
 // A benchmark kernel's argument: a contiguous CUDA tensor of this dtype.

@@ -426,7 +426,8 @@ dd = results["ddp_resnet18"]
 if isinstance(dd, dict):
     for n, v in dd.get("variants", {}).items():
         extra = f"  density {v['hook']['density']:.5f}" if "hook" in v else ""
-        print(f"  ddp_resnet18 {n:<15} " + (f"{v['median_ms']:.2f} ms/step{extra}"
+        rounds = ", ".join(f"{m:.2f}" for m in v.get("round_medians_ms", []))
+        print(f"  ddp_resnet18 {n:<15} " + (f"{v['median_ms']:.2f} ms/step (rounds {rounds}){extra}"
                                             if "median_ms" in v else f"ERROR {v.get('error')}"))
     for n, v in dd.get("ratios", {}).items():
         print(f"    {n} {v:.3f}")

@@ -14,7 +14,11 @@ optimizer.step().
   exdyna          exdyna.ddp.hook, State(density=--density, default 0.01), the exact controller;
                   each bucket stepped on the State's communication thread while backward goes on
   exdyna_sync     the same with State(overlap=False): each bucket stepped inside the hook
-                  (the default); its density, bytes and per-bucket statistics are reported
+  exdyna_paper    exdyna overlapped with the paper's controller and balance (Alg. 3/5: no
+                  ladder to count and gather, so fewer host round trips per bucket)
+Each hook's density, bytes and per-bucket statistics are reported. The variants run in --rounds
+rounds (default 2), one after another in each: a variant's median is over the steps of all its
+rounds, and each round's own median is kept (round_medians_ms), so drift of the machine shows.
 
 At world size 1 the collectives move nothing, so the ratio exdyna / builtin is what the hook costs
 on the GPU (accumulate, select, scatter, and the host round trips), not what it saves on a network.
@@ -37,6 +41,7 @@ import time
 import traceback
 
 NO_DEVICE = 77
+VARIANTS = ("builtin", "allreduce_hook", "exdyna", "exdyna_sync", "exdyna_paper")
 
 
 def parse_args(argv=None):
@@ -51,8 +56,10 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, help="timed steps (default 50)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 10)")
     p.add_argument("--density", type=float, default=0.01, help="exdyna's d (default 0.01)")
-    p.add_argument("--variants", default="builtin,allreduce_hook,exdyna,exdyna_sync",
-                   help="comma-separated, from builtin, allreduce_hook, exdyna, exdyna_sync")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"comma-separated, from {', '.join(VARIANTS)}")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="times each variant is measured, interleaved (default 2)")
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="check this script without a GPU: CPU model, Gloo group; times mean nothing")
     a = p.parse_args(argv)
@@ -61,11 +68,11 @@ def parse_args(argv=None):
     a.steps = a.steps or (10 if a.quick else 50)
     a.warmup = a.warmup if a.warmup is not None else (3 if a.quick else 10)
     a.variants = [v.strip() for v in a.variants.split(",") if v.strip()]
-    bad = [v for v in a.variants
-           if v not in ("builtin", "allreduce_hook", "exdyna", "exdyna_sync")]
+    bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
-        p.error(f"--variants: unknown {bad}; expected builtin, allreduce_hook, exdyna, "
-                "exdyna_sync")
+        p.error(f"--variants: unknown {bad}; expected {', '.join(VARIANTS)}")
+    if a.rounds < 1:
+        p.error(f"--rounds {a.rounds}: expected at least 1")
     if not 0 < a.density <= 1:
         p.error(f"--density {a.density} is not in (0, 1]")
     if a.batch < 1 or a.image < 16 or a.steps < 1 or a.warmup < 0 or a.classes < 2:
@@ -117,23 +124,29 @@ def main(argv=None):
     dist.init_process_group(backend, init_method=f"file://{store}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=120))
     result["group"] = f"{backend}, world size 1"
-    for v in args.variants:
-        try:
-            result["variants"][v] = run_variant(torch, torchvision, v, args, device)
-        except Exception as e:
-            msg = f"{v}: {type(e).__name__}: {e}"
-            result["errors"].append(msg)
-            result["variants"][v] = {"error": f"{type(e).__name__}: {e}"}
-            print(f"ddp_resnet18: {msg}", file=sys.stderr)
-            traceback.print_exc()
-        if device == "cuda":
-            torch.cuda.empty_cache()
+    result["rounds"] = args.rounds
+    runs = {}
+    for _ in range(args.rounds):
+        for v in args.variants:
+            if "error" in result["variants"].get(v, {}):
+                continue
+            try:
+                runs.setdefault(v, []).append(run_variant(torch, torchvision, v, args, device))
+                result["variants"][v] = summarize(runs[v], args.batch)
+            except Exception as e:
+                msg = f"{v}: {type(e).__name__}: {e}"
+                result["errors"].append(msg)
+                result["variants"][v] = {"error": f"{type(e).__name__}: {e}"}
+                print(f"ddp_resnet18: {msg}", file=sys.stderr)
+                traceback.print_exc()
+            if device == "cuda":
+                torch.cuda.empty_cache()
     vs = result["variants"]
 
     def med(name):
         return vs.get(name, {}).get("median_ms")
     ratios = {}
-    for mine in ("exdyna", "exdyna_sync"):
+    for mine in ("exdyna", "exdyna_sync", "exdyna_paper"):
         for ref in ("builtin", "allreduce_hook"):
             if med(mine) and med(ref):
                 ratios[f"{mine}_over_{ref}"] = med(mine) / med(ref)
@@ -155,9 +168,10 @@ def run_variant(torch, torchvision, variant, args, device):
     if variant == "allreduce_hook":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.allreduce_hook)
-    elif variant in ("exdyna", "exdyna_sync"):
+    elif variant.startswith("exdyna"):
         import exdyna.ddp
-        state = exdyna.ddp.State(density=args.density, overlap=variant == "exdyna")
+        paper = dict(controller="paper", balance="paper") if variant == "exdyna_paper" else {}
+        state = exdyna.ddp.State(density=args.density, overlap=variant != "exdyna_sync", **paper)
         model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator(device=device).manual_seed(1)
@@ -188,10 +202,7 @@ def run_variant(torch, torchvision, variant, args, device):
         sync()
         ms.append((time.perf_counter() - t0) * 1e3)
     n_params = sum(p.numel() for p in model.parameters())
-    r = {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "min_ms": min(ms),
-         "max_ms": max(ms), "p90_ms": sorted(ms)[int(0.9 * (len(ms) - 1))],
-         "images_per_s": args.batch * 1e3 / statistics.median(ms), "parameters": n_params,
-         "last_loss": float(loss)}
+    r = {"ms": ms, "parameters": n_params, "last_loss": float(loss)}
     if state is not None:
         r["hook"] = {
             "density": state.density(), "target_density": args.density,
@@ -206,17 +217,34 @@ def run_variant(torch, torchvision, variant, args, device):
     return r
 
 
+def summarize(rounds, batch):
+    """One variant's figures over its rounds (run_variant's results): the step times of all
+    rounds together, each round's median, and the last round's loss and hook statistics."""
+    ms = [m for r in rounds for m in r["ms"]]
+    last = rounds[-1]
+    out = {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "min_ms": min(ms),
+           "max_ms": max(ms), "p90_ms": sorted(ms)[int(0.9 * (len(ms) - 1))],
+           "round_medians_ms": [statistics.median(r["ms"]) for r in rounds],
+           "images_per_s": batch * 1e3 / statistics.median(ms), "parameters": last["parameters"],
+           "last_loss": last["last_loss"]}
+    if "hook" in last:
+        out["hook"] = last["hook"]
+    return out
+
+
 def print_table(result):
     print(f"\nddp_resnet18 on {result.get('device')} (torch {result.get('torch')}, "
           f"{result.get('group')}): batch {result['batch']} x 3x{result['image']}x"
-          f"{result['image']}, {result['classes']} classes, median of {result['steps']} steps "
-          f"after {result['warmup']}")
+          f"{result['image']}, {result['classes']} classes, median of {result['rounds']} x "
+          f"{result['steps']} steps after {result['warmup']} each")
     for name, v in result["variants"].items():
         if "error" in v:
             print(f"  {name:<15} ERROR {v['error']}")
             continue
-        print(f"  {name:<15} {v['median_ms']:8.2f} ms/step  (min {v['min_ms']:.2f}, p90 "
-              f"{v['p90_ms']:.2f}; {v['images_per_s']:.0f} images/s; loss {v['last_loss']:.3f})")
+        rounds = ", ".join(f"{m:.2f}" for m in v["round_medians_ms"])
+        print(f"  {name:<15} {v['median_ms']:8.2f} ms/step  (rounds {rounds}; min "
+              f"{v['min_ms']:.2f}, p90 {v['p90_ms']:.2f}; {v['images_per_s']:.0f} images/s; "
+              f"loss {v['last_loss']:.3f})")
         if "hook" in v:
             h = v["hook"]
             print(f"  {'':<15} density {h['density']:.5f} (target {h['target_density']}), "

@@ -282,6 +282,13 @@ def test_host_built_state_moves_to_the_device(nccl_one):
         what = f"set_residual vs its CPU twin, iteration {t}"
         cuda_ranks.compare_decisions(cpu_residual.stats, from_residual.stats, what)
         cuda_ranks.compare_updates(twin, got, what)
+    # once it stepped on the host, a sparsifier refuses CUDA tensors (until a state is loaded)
+    with pytest.raises(ValueError, match="steps on CPU tensors"):
+        cpu_twin.step(cuda_ranks.heavy_gradient(0, 6, n).cuda())
+    cpu_twin.load_state_dict(src.state_dict())
+    cuda_ranks.compare_updates(src.step(cuda_ranks.heavy_gradient(0, 6, n).cuda()).cpu(),
+                               cpu_twin.step(cuda_ranks.heavy_gradient(0, 6, n).cuda()),
+                               "a CPU sparsifier given a state, then a CUDA step")
 
 
 # --- (c) no GPU path: a clear refusal ------------------------------------------------------------

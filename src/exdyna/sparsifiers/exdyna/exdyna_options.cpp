@@ -71,7 +71,9 @@ double ExDynaOptions::effective_worker_cap() const {
 
 std::int64_t ExDynaOptions::max_per_worker(std::int64_t k, int world_size) const {
   const double cap = effective_worker_cap();
-  if (cap == 0) return 0;
+  // One worker sends all k: a cap bounds nothing there, and one at k would count as binding in
+  // every step and steer the exact controller's reach (cap_pressure) for nothing.
+  if (cap == 0 || world_size <= 1) return 0;
   const double share = static_cast<double>(k) / world_size;
   // The Poisson floor of f(t): the expected largest of n Poisson counts of mean k/n, over k/n.
   const double factor =

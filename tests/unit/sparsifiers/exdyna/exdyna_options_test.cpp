@@ -476,7 +476,9 @@ TEST(WorkerCap, ParsesAndRoundsToAtMostTheFactor) {
   EXPECT_EQ(o.max_per_worker(1001, 8), 126);  // never below ceil(k / n)
   o.worker_cap = ExDynaOptions::kAutoCap;     // 1 + sqrt(2 ln 8 / 125) = 1.1824
   EXPECT_EQ(o.max_per_worker(1000, 8), 147);
-  EXPECT_EQ(o.max_per_worker(1000, 1), 1000);  // one worker: no room to balance
+  EXPECT_EQ(o.max_per_worker(1000, 1), 0);  // one worker sends all k: no cap
+  o.worker_cap = 1.5;
+  EXPECT_EQ(o.max_per_worker(1000, 1), 0);
   o.controller = Controller::kHistogram;
   EXPECT_THROW(o.validate(8), InvalidArgument);  // a cap needs the exact controller
 }
