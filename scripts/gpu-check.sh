@@ -24,11 +24,16 @@
 #   pytest-cuda  tests/python/test_cuda.py with EXDYNA_REQUIRE_CUDA=1 (a skip is a failure)
 #   bench-select bench/gpu/select_vs_topk.py --out OUTDIR/select_vs_topk.json
 #   bench-ddp    bench/gpu/ddp_resnet18.py --out OUTDIR/ddp_resnet18.json
+#   bench-ddp-ab bench/gpu/ddp_ab.py --out OUTDIR/ddp_ab.json: the DDP hook of this build and of
+#                an earlier revision's (.gpu-ab/src, from scripts/gpu-ab-prepare.sh, carried;
+#                pip-installed into its own venv beside the first build), interleaved; skipped
+#                without .gpu-ab/src
 #   pytest-cpu   the other tests of tests/python against the installed package, if time is left
 #
-# Writes into OUTDIR (at most 7 files): gpu-check.log (everything), results.json (every stage's
-# status, exit code and seconds, the environment, the pytest results and the three benchmarks'
-# JSON), kernels.json, select_vs_topk.json, ddp_resnet18.json, pytest-cuda.xml, pytest-cpu.xml.
+# Writes into OUTDIR (at most 8 files): gpu-check.log (everything), results.json (every stage's
+# status, exit code and seconds, the environment, the pytest results and the benchmarks' JSON),
+# kernels.json, select_vs_topk.json, ddp_resnet18.json, ddp_ab.json, pytest-cuda.xml,
+# pytest-cpu.xml.
 # Ends with a short summary. Exit status 0 when every stage that ran passed, 1 otherwise.
 #
 # Environment: GPU_CHECK_BUDGET_S (default 450: the stages' time in all; each stage's timeout is
@@ -187,8 +192,9 @@ print("\n".join(dict.fromkeys(dirs)))' >"$site/_gpu_check_parent.pth" || return 
   "$VPY" -c 'import torch, pybind11, scikit_build_core; print("torch", torch.__version__, "in the venv")' ||
     return 1
   # build-dir inside the tree (ignored: /build*/) so a rerun on the same machine is incremental.
-  EXDYNA_CUDA="$CUDA_MODE" "$VPY" -m pip install --no-build-isolation --no-deps --no-index -v \
-    --config-settings=cmake.define.EXDYNA_CUDA="$CUDA_MODE" --config-settings=build-dir=build-pip .
+  (cd "${SRC:-.}" && EXDYNA_CUDA="$CUDA_MODE" "$VPY" -m pip install --no-build-isolation --no-deps \
+    --no-index -v --config-settings=cmake.define.EXDYNA_CUDA="$CUDA_MODE" \
+    --config-settings=build-dir=build-pip .)
 }
 # The error probe with a wheel built elsewhere, in a venv of its own that sees what $VENV sees.
 wheel_probe() {
@@ -209,6 +215,18 @@ PIP_OUT=$WORK/pip.out
   stage pip-install 360 bash -c "$(declare -f pip_install); PY='$PY' VENV='$VENV' VPY='$VPY' CUDA_MODE='$CUDA_MODE' pip_install"
 ) >"$PIP_OUT" 2>&1 &
 PIP_PID=$!
+# The earlier revision of the A/B stage, built the same way into a venv of its own, beside it.
+AB_SRC=$REPO/.gpu-ab/src
+AB_VENV=/tmp/venv-ab
+AB_OUT=$WORK/pip-ab.out
+AB_PID=
+if [ -f "$AB_SRC/pyproject.toml" ]; then
+  (
+    LOG=/dev/null
+    stage pip-install-ab 360 bash -c "$(declare -f pip_install); PY='$PY' VENV='$AB_VENV' VPY='$AB_VENV/bin/python' CUDA_MODE='$CUDA_MODE' SRC='$AB_SRC' pip_install"
+  ) >"$AB_OUT" 2>&1 &
+  AB_PID=$!
+fi
 
 # --- the C++ CUDA targets --------------------------------------------------------------------------
 # The harness (sim, engines, CLI, tests, benchmarks) needs Debian dev packages absent there: off.
@@ -249,6 +267,15 @@ wait "$PIP_PID"
   echo "=== [pip-install] output (run in the background)"
   cat "$PIP_OUT"
 } >>"$LOG"
+if [ -n "$AB_PID" ]; then
+  wait "$AB_PID"
+  {
+    echo ""
+    echo "=== [pip-install-ab] output ($(cat "$REPO/.gpu-ab/rev" 2>/dev/null), in the background)"
+    cat "$AB_OUT"
+  } >>"$LOG"
+  grep '^=== \[pip-install-ab\] \(ok\|fail\|timeout\)' "$AB_OUT" || true
+fi
 echo ""
 echo "=== [pip-install] last 40 lines (the whole output is in gpu-check.log)"
 tail -n 40 "$PIP_OUT"
@@ -293,6 +320,15 @@ assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
     --out '$OUTDIR/select_vs_topk.json' ${QUICK[*]}"
   stage bench-ddp 150 bash -c "cd /tmp && '$VPY' '$REPO/bench/gpu/ddp_resnet18.py' \
     --out '$OUTDIR/ddp_resnet18.json' ${QUICK[*]}"
+  if [ -z "$AB_PID" ]; then
+    skip bench-ddp-ab "no .gpu-ab/src (scripts/gpu-ab-prepare.sh REV, carried)"
+  elif stage_ok pip-install-ab; then
+    stage bench-ddp-ab 200 bash -c "cd /tmp && '$VPY' '$REPO/bench/gpu/ddp_ab.py' --new '$VPY' \
+      --old '$AB_VENV/bin/python' --old-rev '$(cat "$REPO/.gpu-ab/rev" 2>/dev/null)' \
+      --out '$OUTDIR/ddp_ab.json' ${QUICK[*]}"
+  else
+    skip bench-ddp-ab "pip-install-ab did not succeed"
+  fi
   # the CPU tests of the package (built by pip against this torch) with what time is left
   # -v: each test's outcome is in the log as it ends, so a run killed at its limit still shows
   # the tests that failed before (the summary counts them). Four processes where pytest-xdist is
@@ -381,6 +417,7 @@ results = {
     "kernels": load(os.path.join(out, "kernels.json")),
     "select_vs_topk": load(os.path.join(out, "select_vs_topk.json")),
     "ddp_resnet18": load(os.path.join(out, "ddp_resnet18.json")),
+    "ddp_ab": load(os.path.join(out, "ddp_ab.json")),
 }
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
@@ -431,6 +468,15 @@ if isinstance(dd, dict):
                                             if "median_ms" in v else f"ERROR {v.get('error')}"))
     for n, v in dd.get("ratios", {}).items():
         print(f"    {n} {v:.3f}")
+ab = results["ddp_ab"]
+if isinstance(ab, dict):
+    for side, b in ab.get("builds", {}).items():
+        label = "this build" if side == "new" else ab.get("old_rev", "?")[:10]
+        print(f"  ddp_ab {label:<10} " + ", ".join(
+            f"{v} {x['median_ms']:.2f}" for v, x in b.get("variants", {}).items()) + "; " +
+            ", ".join(f"{k} {r:.3f}" for k, r in b.get("ratios", {}).items()))
+    for e in ab.get("errors", [])[:3]:
+        print(f"    error: {e[:300]}")
 print(f"  files: {', '.join(sorted(os.listdir(out)))}")
 print(f"GPU CHECK {'PASSED' if results['ok'] else 'FAILED'}")
 sys.exit(0 if results["ok"] else 1)
