@@ -170,7 +170,8 @@ class Sparsifier:
         sparsifiers without one), k_per_worker (values each rank selected), k_total (their sum),
         k_unique (distinct indices in the update), density (k_total / n_g), density_error
         (Eq. 6: |k - k_total| / n_g), f_t (Eq. 5: n * max k_i / k_total, 1 when balanced),
-        padded_elements (n * max k_i - k_total, the padding of padded all-gathers), global_error
+        padded_elements (n * max k_i - k_total, the padding of padded all-gathers), collectives
+        (collective calls of the step, each one latency-bound round or more), global_error
         (Eq. 1, the mean over ranks of the residual's norm; NaN with measure_global_error=False),
         alloc_per_worker and blocks_per_partition (ExDyna's partitions; empty for others),
         own_partition and own_candidates (the length of the partition this rank selected from,

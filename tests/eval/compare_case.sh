@@ -69,10 +69,10 @@ case "$case_name" in
     header=$(head -1 "$tmp/out/cells.csv")
     [[ $header == sparsifier,label,workers,bandwidth_bps,delay_us,density,n_g,iterations,compute_ms,iter_ms,* ]] \
       || { echo "cells.csv header: $header"; exit 1; }
-    # 2 worker counts x 2 bandwidths x 7 labels at one density.
+    # 2 worker counts x 2 bandwidths x 8 labels at one density.
     rows=$(($(wc -l <"$tmp/out/cells.csv") - 1))
-    [[ $rows -eq 28 ]] || { echo "cells.csv has $rows rows, expected 28"; exit 1; }
-    for op in allreduce allgather-padded allgather-exact broadcast; do
+    [[ $rows -eq 32 ]] || { echo "cells.csv has $rows rows, expected 32"; exit 1; }
+    for op in allreduce allgather-padded allgather-exact broadcast alltoall; do
       grep -q "^4,10000000000,[^,]*,$op," "$tmp/out/comm.csv" || { echo "comm.csv lacks $op at 4 hosts, 10gbit"; exit 1; }
     done
     [[ -s "$tmp/out/cells/exdyna-exact-w4-b1gbit-d0.01/stats.csv" ]] || { echo "no stats.csv"; exit 1; }
@@ -81,7 +81,7 @@ case "$case_name" in
     grep -q '"complete": true' "$tmp/out/cells/dense-w2-b10gbit/cell.json" || { echo "no cell.json"; exit 1; }
     # A second run keeps every finished cell.
     "$exe" compare --quick --no-train --out "$tmp/out" >"$tmp/stdout2" 2>&1 || { cat "$tmp/stdout2"; exit 1; }
-    grep -q "resuming: 28 of 28 cells kept" "$tmp/stdout2" || { echo "not resumed:"; cat "$tmp/stdout2"; exit 1; }
+    grep -q "resuming: 32 of 32 cells kept" "$tmp/stdout2" || { echo "not resumed:"; cat "$tmp/stdout2"; exit 1; }
     # A resumed run derives each kept cell again from its statistics and comm.csv: twice one
     # setting's sweep times, twice its cells' communication.
     cell_json="$tmp/out/cells/exdyna-exact-w4-b1gbit-d0.01/cell.json"

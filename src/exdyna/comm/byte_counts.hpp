@@ -15,6 +15,9 @@ struct ByteCounts {
   std::uint64_t broadcast = 0;          // broadcast (CLT-k's leader indices)
   std::uint64_t alltoall = 0;           // all-to-all lists, the part sent to other ranks (Ok-Topk)
   std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
+  // Collective calls (not bytes): each costs at least one latency-bound round of the engine's
+  // algorithm, which is what a small sparse step pays for (docs/benchmarks.md).
+  std::uint64_t collectives = 0;
   std::uint64_t total() const {
     return allgather_counts + allgather_indices + allreduce + broadcast + alltoall;
   }
@@ -25,6 +28,7 @@ struct ByteCounts {
     broadcast += o.broadcast;
     alltoall += o.alltoall;
     padded_elements += o.padded_elements;
+    collectives += o.collectives;
     return *this;
   }
   friend ByteCounts operator-(ByteCounts a, const ByteCounts& b) {
@@ -34,6 +38,7 @@ struct ByteCounts {
     a.broadcast -= b.broadcast;
     a.alltoall -= b.alltoall;
     a.padded_elements -= b.padded_elements;
+    a.collectives -= b.collectives;
     return a;
   }
 };

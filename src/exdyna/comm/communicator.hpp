@@ -108,10 +108,13 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
-  // Adds the calling thread's CPU time between construction and destruction to cpu_seconds().
+  // Meters one collective call: counts it (ByteCounts::collectives) and adds the calling
+  // thread's CPU time between construction and destruction to cpu_seconds().
   class CpuMeter {
    public:
-    explicit CpuMeter(Communicator& c) : c_(c), t0_(core::thread_cpu_seconds()) {}
+    explicit CpuMeter(Communicator& c) : c_(c), t0_(core::thread_cpu_seconds()) {
+      ++c.bytes_.collectives;
+    }
     ~CpuMeter() { c_.cpu_s_ += core::thread_cpu_seconds() - t0_; }
     CpuMeter(const CpuMeter&) = delete;
     CpuMeter& operator=(const CpuMeter&) = delete;

@@ -346,6 +346,8 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
   j["bytes_per_iter"] = s.mean("bytes_total");
   j["density_ratio"] = s.mean("density") / s.mean("target_density");
   j["f_t"] = s.mean("f_t");
+  // (Statistics written before the column existed have none.)
+  j["collectives_per_iter"] = s.col.count("collectives") ? json(s.mean("collectives")) : json();
   const double ge = s.mean("global_error");
   j["global_error"] = std::isnan(ge) ? json(nullptr) : json(ge);
   // Kept for the reader, not used: wall times inflated by W ranks sharing the cores.
@@ -463,8 +465,8 @@ std::string csv_field(const json& v) {
 }  // namespace
 
 const std::vector<std::string>& default_labels() {
-  static const std::vector<std::string> l = {
-      "dense", "topk", "cltk", "hard-threshold", "sidco", "exdyna-paper", "exdyna-exact"};
+  static const std::vector<std::string> l = {"dense", "topk",   "cltk",         "hard-threshold",
+                                             "sidco", "oktopk", "exdyna-paper", "exdyna-exact"};
   return l;
 }
 
@@ -554,7 +556,7 @@ const std::string& cells_csv_header() {
   static const std::string h =
       "sparsifier,label,workers,bandwidth_bps,delay_us,density,n_g,iterations,compute_ms,iter_ms,"
       "non_comm_ms,select_ms,comm_ms,allgather_ms,allreduce_ms,broadcast_ms,bytes_per_iter,density_"
-      "ratio,f_t,global_error";
+      "ratio,f_t,global_error,collectives_per_iter";
   return h;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,6 +54,8 @@ struct MeasuredCell {
   double compute_ms = 0, iter_ms = 0, non_comm_ms = 0, select_ms = 0, comm_ms = 0;
   double allgather_ms = 0, allreduce_ms = 0, broadcast_ms = 0;
   double bytes_per_iter = 0, density_ratio = 0, f_t = 0, global_error = 0;
+  // Collective calls per iteration (NaN in a cells.csv written before the column existed).
+  double collectives_per_iter = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One row of comm.csv: the mean time of one call of `op` with `bytes` per rank.

@@ -103,6 +103,30 @@ std::string summary_md(const std::vector<MeasuredCell>& cells) {
   return out.str();
 }
 
+// Collective calls per iteration of each label, over its cells: at small messages each call is
+// one latency-bound round or more, which is what a sparse step at low density pays for. Empty
+// when cells.csv predates the column.
+std::string collectives_md(const std::vector<MeasuredCell>& cells) {
+  std::map<std::string, std::vector<double>> by;
+  for (const auto& c : cells)
+    if (!std::isnan(c.collectives_per_iter)) by[c.label].push_back(c.collectives_per_iter);
+  if (by.empty()) return "";
+  std::vector<std::string> labels;
+  for (const auto& [l, v] : by) labels.push_back(l);
+  std::ostringstream os;
+  os << "Collective calls per iteration (the mean over measured iterations; each call is one "
+        "latency-bound round or more):\n\n| label | calls per iteration | cells |\n"
+        "|---|---|---|\n";
+  for (const auto& l : ordered_labels(labels)) {
+    const auto& v = by.at(l);
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    os << "| " << l << " | "
+       << (*hi - *lo < 0.005 ? fmt("%.2f", *lo) : fmt("%.2f", *lo) + " - " + fmt("%.2f", *hi))
+       << " | " << v.size() << " |\n";
+  }
+  return os.str() + "\n";
+}
+
 std::string completeness_md(const std::vector<MeasuredCell>& cells) {
   std::set<std::string> labels;
   std::set<SettingKey> settings;
@@ -324,7 +348,7 @@ ReportResult write_report(const fs::path& out_dir, const ReportOptions& opts) {
   md << "## Summary\n\nComputed from `cells.csv`. " << completeness_md(cells) << '\n'
      << summary_md(cells) << '\n';
   md << "## Method\n\n" << kMethod << '\n';
-  md << "## Iteration time\n\n";
+  md << "## Iteration time\n\n" << collectives_md(cells);
   std::set<double> rates;
   for (const auto& c : cells) rates.insert(c.bandwidth_bps);
   for (double b : rates)

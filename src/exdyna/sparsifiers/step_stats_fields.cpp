@@ -41,6 +41,10 @@ const StatField kScalars[] = {
     {"f_t", "Eq. 5: n max k_i / k' (1 when the ranks are balanced)", real_of<&StepStats::f_t>},
     {"padded_elements", "n max k_i - k', padding a padded all-gather sends (elements)",
      int_of<&StepStats::padded_elements>},
+    {"collectives", "collective calls of the step, each one latency-bound round or more",
+     [](const StepStats& s) -> StatValue {
+       return static_cast<std::int64_t>(s.bytes.collectives);
+     }},
     {"global_error", "Eq. 1: mean over ranks of the residual's norm (NaN when not measured)",
      real_of<&StepStats::global_error>},
     {"own_partition", "length of the partition this rank selected from (elements; ExDyna, else 0)",

@@ -280,6 +280,22 @@ TEST(BuildUp, CltKNeverSelectsOneIndexOnTwoWorkers) {
   }
 }
 
+// The collective calls of a step (StepStats::bytes.collectives), each a latency-bound round at
+// least: the dense all-reduce is one; ExDyna's step is three (the counts, the indices, the
+// values), the exact controller's cold first step one more (the largest |acc|, for its ladder).
+TEST(Collectives, EachStepCountsItsCalls) {
+  const auto grad = [](int w, std::int64_t i, int t) { return fixture_grad(w, i, t); };
+  for (const auto& st : run_steps("dense", 4, 1009, 1.0, 3, grad))
+    EXPECT_EQ(st.bytes.collectives, 1u);
+  SparsifierConfig paper;
+  paper.exdyna.controller = Controller::kPaper;
+  paper.exdyna.balance = Balance::kPaper;
+  for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad, paper))
+    EXPECT_EQ(st.bytes.collectives, 3u) << "paper, step " << st.iteration;
+  for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad))
+    EXPECT_EQ(st.bytes.collectives, st.iteration == 0 ? 4u : 3u) << "exact, step " << st.iteration;
+}
+
 TEST(CltK, SelectsTheLeadersTopKEachIteration) {
   const int n = 5;
   const std::int64_t n_g = 211;

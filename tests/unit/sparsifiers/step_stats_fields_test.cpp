@@ -27,9 +27,9 @@ StepStats distinct_stats() {
   global_error = 0.6;
   k_total = 17, k_unique = 19, padded_elements = 23, own_partition = 29, own_candidates = 31;
   k_per_worker = {101, 102, 103}, alloc_per_worker = {2, 0}, blocks_per_partition = {201};
-  auto& [counts, indices, allreduce, broadcast, alltoall, padded] = bytes;
+  auto& [counts, indices, allreduce, broadcast, alltoall, padded, collectives] = bytes;
   counts = 1001, indices = 1002, allreduce = 1003, broadcast = 1004, alltoall = 1005;
-  padded = 1006;
+  padded = 1006, collectives = 1007;
   auto& [accumulate, select, allgather, t_allreduce, t_broadcast, update, other, cpu, cpu_comm,
          select_cpu] = times;
   accumulate = 0.011, select = 0.012, allgather = 0.013, t_allreduce = 0.014;
@@ -53,6 +53,7 @@ TEST(StepStatsFields, ColumnsAreTheMembersUnderTheirNames) {
       {"density_error", {d, 0.4}},
       {"f_t", {d, 1.5}},
       {"padded_elements", {i, std::int64_t{23}}},
+      {"collectives", {i, std::int64_t{1007}}},
       {"global_error", {d, 0.6}},
       {"own_partition", {i, std::int64_t{29}}},
       {"own_candidates", {i, std::int64_t{31}}},
