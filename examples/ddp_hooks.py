@@ -37,7 +37,6 @@ import argparse
 import collections
 import datetime
 import glob
-import gzip
 import os
 import re
 import statistics
@@ -48,6 +47,10 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The user-facing example beside this script (its directory is on sys.path when this runs as a
+# script): the CNN, the IDX reader and PowerSGD's byte count, kept in one place.
+from ddp_fashion_mnist import SmallCnn, powersgd_bytes, read_idx  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 CORPUS = "/usr/share/doc/python3.11/html/_sources"
@@ -92,20 +95,6 @@ def parse_hook(name, steps):
                      "bf16, powersgd-rN, exdyna-dX or exdyna-sync-dX with 0 < X <= 1")
 
 
-class SmallCnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
-        self.conv2 = nn.Conv2d(16, 32, 5, padding=2)
-        self.fc1 = nn.Linear(32 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
-
-
 class WordLstm(nn.Module):
     def __init__(self, vocab):
         super().__init__()
@@ -118,18 +107,11 @@ class WordLstm(nn.Module):
         return self.out(h)
 
 
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3])]
-    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * raw[3])
-                            .reshape(shape).copy())
-
-
 def fashion(split):
-    x = read_idx(os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")).float() / 255.0
-    y = read_idx(os.path.join(FASHION, f"{split}-labels-idx1-ubyte.gz")).long()
+    x = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")).copy())
+    y = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-labels-idx1-ubyte.gz")).copy())
+    x = x.float() / 255.0
+    y = y.long()
     return ((x - 0.2860) / 0.3530).unsqueeze(1), y
 
 
@@ -208,20 +190,6 @@ class Task:
         return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 20.0)
 
 
-def powersgd_bytes(model, rank):
-    """Per step and rank, what powerSGD_hook all-reduces after its warm-up: an n x m matrix as P
-    (n x r) and Q (m x r) where that is at least 2x smaller, vectors and other matrices whole."""
-    total = 0
-    for p in model.parameters():
-        if p.dim() <= 1:
-            total += 4 * p.numel()
-            continue
-        n, m = p.shape[0], p.numel() // p.shape[0]
-        r = min(n, m, rank)
-        total += 4 * ((n + m) * r if n * m >= 2 * (n + m) * r else n * m)
-    return total
-
-
 def register(model, kind, param, steps, n_params, clock):
     """Registers the hook, its call time added to clock[0]; returns (bytes of a step, meta)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -238,7 +206,7 @@ def register(model, kind, param, steps, n_params, clock):
         state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=param,
                                    start_powerSGD_iter=start, use_error_feedback=True,
                                    warm_start=True)
-        hook, compressed = psgd.powerSGD_hook, powersgd_bytes(model, param)
+        hook, compressed = psgd.powerSGD_hook, int(powersgd_bytes(model, param))
         per_step = lambda step: 4 * n_params if step < start else compressed  # noqa: E731
     else:
         import exdyna.ddp
