@@ -16,7 +16,7 @@ struct ByteCounts {
   std::uint64_t alltoall = 0;           // all-to-all lists, the part sent to other ranks (Ok-Topk)
   std::uint64_t padded_elements = 0;    // elements of padding sent by padded all-gathers
   // Collective calls (not bytes): each costs at least one latency-bound round of the engine's
-  // algorithm, which is what a small sparse step pays for (docs/benchmarks.md).
+  // algorithm, which is what a small sparse step pays for (docs/compare.md).
   std::uint64_t collectives = 0;
   std::uint64_t total() const {
     return allgather_counts + allgather_indices + allreduce + broadcast + alltoall;
