@@ -29,6 +29,19 @@ void Communicator::allgather_counts(std::span<const std::int64_t> mine,
   do_allgather_i64(mine, out);
 }
 
+void Communicator::allgather_fused(std::span<const std::int64_t> mine, std::size_t count_words,
+                                   std::span<std::int64_t> out) {
+  const std::size_t n = static_cast<std::size_t>(size());
+  EXDYNA_CHECK_ARG(out.size() == mine.size() * n && count_words <= mine.size(),
+                   "allgather_fused: output has ", out.size(), " elements and ", count_words,
+                   " count words of ", mine.size(), "; expected ", mine.size() * n,
+                   " and at most all");
+  bytes_.allgather_counts += n * count_words * sizeof(std::int64_t);
+  bytes_.allgather_indices += n * (mine.size() - count_words) * sizeof(std::int64_t);
+  const CpuMeter meter(*this);
+  do_allgather_i64(mine, out);
+}
+
 void Communicator::count_allgatherv(std::size_t elem_size, std::span<const std::int64_t> counts,
                                     GatherMode mode, std::size_t mine) {
   EXDYNA_CHECK_ARG(counts.size() == static_cast<std::size_t>(size()),

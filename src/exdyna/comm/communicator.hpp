@@ -38,6 +38,11 @@ class Communicator {
 
   // All-gather of a fixed number of int64 per rank: out[r * mine.size() + j] = mine_r[j].
   void allgather_counts(std::span<const std::int64_t> mine, std::span<std::int64_t> out);
+  // The same collective for a slot whose first count_words words are counts and the rest a padded
+  // list (ExDyna's fused all-gather, sparsifiers/exdyna/fused_gather.hpp): bytes are counted as
+  // allgather_counts and allgather_indices, one collective call.
+  void allgather_fused(std::span<const std::int64_t> mine, std::size_t count_words,
+                       std::span<std::int64_t> out);
 
   // All-gather of variable-length lists. counts[r] is the number of elements rank r contributes
   // (every rank already knows them, from allgather_counts); mine.size() must equal counts[rank()].

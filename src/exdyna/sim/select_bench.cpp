@@ -32,6 +32,9 @@ SimulateConfig mode_config(SimulateConfig cfg, bool exact) {
   o.controller = exact ? sparsifiers::Controller::kExact : sparsifiers::Controller::kPaper;
   o.balance = exact ? sparsifiers::Balance::kExact : sparsifiers::Balance::kPaper;
   o.worker_cap = exact ? sparsifiers::ExDynaOptions::kAutoCap : 0.0;
+  // The two all-gathers: a worker re-run alone replays its tape's sends byte for byte, and --fuse
+  // auto sends its measured timings (the selection measured is the same on either path).
+  o.fuse = sparsifiers::Fuse::kOff;
   cfg.measure_global_error = false;  // one all-reduce per step the benchmark does not need
   cfg.decisions_path.clear();
   cfg.stats_path.clear();

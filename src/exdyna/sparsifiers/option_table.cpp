@@ -113,6 +113,12 @@ const OptionSpec kOptions[] = {
      "auto with the exact controller, else none",
      [](C& c, V t) { c.exdyna.worker_cap = parse_worker_cap(t); },
      [](const C& c) { return worker_cap_text(c.exdyna.effective_worker_cap()); }},
+    {"fuse", "--fuse", OptionKind::kChoice, "auto | on | off", "exdyna",
+     "exact controller under a worker cap, on the CPU: counts and indices in one all-gather (on), "
+     "in two "
+     "(off), or whichever the measured latency and bandwidth favour, step by step (auto)",
+     "", [](C& c, V t) { c.exdyna.fuse = parse_fuse(t); },
+     [](const C& c) { return std::string(to_string(c.exdyna.fuse)); }},
     {"ladder_rungs", "--ladder-rungs", OptionKind::kInteger, "an integer in 3..257", "exdyna",
      "exact and histogram controllers: rungs of the ladder of counts gathered with k_i", "",
      [](C& c, V t) { c.exdyna.ladder_rungs = integer(t, 3, 257, "an integer in 3..257"); },

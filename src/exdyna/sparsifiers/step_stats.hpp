@@ -52,6 +52,9 @@ struct StepStats {
   // selection time grows with; 0 in the other modes).
   std::int64_t own_partition = 0;
   std::int64_t own_candidates = 0;
+  // 1 when the counts and indices travelled in one all-gather (ExDyna's exact controller under a
+  // worker cap, fused_gather.hpp), else 0.
+  std::int64_t fused = 0;
   comm::ByteCounts bytes;
   PhaseTimes times;
 

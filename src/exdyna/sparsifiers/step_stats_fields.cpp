@@ -45,6 +45,8 @@ const StatField kScalars[] = {
      [](const StepStats& s) -> StatValue {
        return static_cast<std::int64_t>(s.bytes.collectives);
      }},
+    {"fused", "1: counts and indices in one all-gather (exact controller under a cap), else 0",
+     int_of<&StepStats::fused>},
     {"global_error", "Eq. 1: mean over ranks of the residual's norm (NaN when not measured)",
      real_of<&StepStats::global_error>},
     {"own_partition", "length of the partition this rank selected from (elements; ExDyna, else 0)",

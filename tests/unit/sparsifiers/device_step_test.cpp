@@ -48,6 +48,9 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, const Mode&
   c.exdyna.controller = m.controller;
   c.exdyna.balance = m.balance;
   c.exdyna.worker_cap = m.cap;
+  // The device gathers counts and indices apart; the host step's fused all-gather (its own
+  // tests: fused_gather_test.cpp) would send other bytes for the same decisions.
+  c.exdyna.fuse = sparsifiers::Fuse::kOff;
   return c;
 }
 

@@ -292,8 +292,24 @@ TEST(Collectives, EachStepCountsItsCalls) {
   paper.exdyna.balance = Balance::kPaper;
   for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad, paper))
     EXPECT_EQ(st.bytes.collectives, 3u) << "paper, step " << st.iteration;
-  for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad))
+  SparsifierConfig three;
+  three.exdyna.fuse = Fuse::kOff;
+  for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad, three))
     EXPECT_EQ(st.bytes.collectives, st.iteration == 0 ? 4u : 3u) << "exact, step " << st.iteration;
+  // Fused (the default's path where it pays): counts and indices in one all-gather after the cold
+  // step, except where the cap yields (here in steps 2 and 3: a worker's list holds the cap and
+  // the plan gives it more), and the index all-gather follows.
+  SparsifierConfig fused;
+  fused.exdyna.fuse = Fuse::kOn;
+  int fused_steps = 0;
+  for (const auto& st : run_steps("exdyna", 4, 20011, 0.01, 4, grad, fused)) {
+    EXPECT_EQ(st.bytes.collectives, st.iteration == 0 ? 4u
+                                    : st.fused        ? 2u
+                                                      : 3u)
+        << "fused, step " << st.iteration;
+    fused_steps += static_cast<int>(st.fused);
+  }
+  EXPECT_GE(fused_steps, 1);
 }
 
 TEST(CltK, SelectsTheLeadersTopKEachIteration) {

@@ -79,9 +79,21 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
     bins_.resize(static_cast<std::size_t>(hist_->rungs()));
     summed_bins_.resize(bins_.size());
     per_rank += bins_.size();
-    const std::size_t slot = ladder_slot_words(k_, cfg_.world_size, hist_->rungs());
-    wire_mine_.resize(slot);
-    wire_all_.resize(n * slot);
+    ladder_words_ = ladder_slot_words(k_, cfg_.world_size, hist_->rungs());
+  }
+  worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
+  if (hist_) {
+    // Under a cap (--fuse auto) each rank's slot also carries its timing word (read_fuse_timings).
+    const bool fusing = worker_cap_ > 0 && cfg_.exdyna.fuse != sparsifiers::Fuse::kOff;
+    const std::size_t head =
+        ladder_words_ + (fusing && cfg_.exdyna.fuse == sparsifiers::Fuse::kAuto);
+    wire_mine_.resize(head);
+    wire_all_.resize(n * head);
+    if (fusing) {
+      fused_layout_ = {head, worker_cap_};
+      fused_mine_.resize(fused_layout_.slot_words());
+      fused_all_.resize(n * fused_mine_.size());
+    }
   }
   if (cfg_.exdyna.balance == sparsifiers::Balance::kExact)
     block_hits_.resize(static_cast<std::size_t>(parts_.layout().n_blocks));
@@ -92,7 +104,6 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
   // a step, and only the pages a partition writes become resident (core/scratch_buffer.hpp).
   idx_.reset(static_cast<std::size_t>(cfg_.n_g));
   if (hist_) abs_.reset(idx_.capacity());
-  worker_cap_ = cfg_.exdyna.max_per_worker(k_, cfg_.world_size);
   if (cfg_.exdyna.controller == sparsifiers::Controller::kExact) {
     plan_scratch_.resize(3 * n);
     group_max_.resize(static_cast<std::size_t>(cfg_.n_g) / 64 + 1);
@@ -151,6 +162,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     mine = ladder_pass(part, offset, grid, thr, two_pass);
     if (exact) stats.own_candidates = static_cast<std::int64_t>(mine);
     if (exact) stored_ = store_capped(part, offset, grid, two_pass, mine);
+    if (exact && fuse_next_)
+      pack_own_list(acc, part, offset, grid, static_cast<std::int64_t>(mine));
   } else {
     mine = sparsifiers::select_threshold(part, thr, offset, idx_.data());
   }
@@ -159,21 +172,28 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
 
   // Alg. 1 line 11: the counts (the ladder's bins ride along).
   const std::size_t per_rank = gather_mine_.size();
-  gather_counts(static_cast<std::int64_t>(mine), comm);
-  stats.times.allgather += sw.lap();
+  gather_counts(static_cast<std::int64_t>(mine), comm, exact && fuse_next_);
+  const double counts_seconds = sw.lap();
+  stats.times.allgather += counts_seconds;
   cpu = core::thread_cpu_seconds();
+  read_fuse_timings();
 
+  bool fused = false;  // the indices came with the counts
   if (exact) {
     // This iteration's cut to exactly k (when the ladders hold k), identical on every rank: each
     // worker's k_i follows from the gathered ladders, so no rank needs another collective.
     sparsifiers::plan_worker_counts(gather_all_, n, per_rank, 1, hist_->rungs(), k_, worker_cap_,
                                     counts_, plan_scratch_, summed_bins_);
     two_pass_next_ = next_two_pass(t, per_rank);
-    mine = own_cut(part, offset, grid, two_pass);
+    fused = fused_sent_ && fused_lists_hold();
+    if (fused)
+      unpack_lists(out.indices);
+    else
+      mine = own_cut(part, offset, grid, two_pass);
   } else {
     for (int i = 0; i < n; ++i) counts_[i] = gather_all_[i * per_rank];
   }
-  if (mine == 0) {
+  if (mine == 0 && !fused) {
     // Nothing passed: one deterministic index from this worker's own partition, so exclusivity
     // holds and every count stays positive (every rank knows: counts_ is gathered data).
     idx_[0] = static_cast<Index>(range.begin + t % range.size());
@@ -183,10 +203,15 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
   stats.times.select += sw.lap();
   select_cpu_lap();
 
-  // Alg. 1 line 12: the indices.
-  comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
-                             out.indices);
-  stats.times.allgather += sw.lap();
+  // Alg. 1 line 12: the indices (unless they came with the counts).
+  if (!fused) {
+    comm.allgather_list<Index>(std::span<const Index>(idx_.data(), mine), counts_, cfg_.gather_mode,
+                               out.indices);
+    const double list_seconds = sw.lap();
+    stats.times.allgather += list_seconds;
+    note_gather_times(counts_seconds, list_seconds);
+  }
+  stats.fused = fused ? 1 : 0;
 
   out.dense = false;
   out.values.resize(out.indices.size());
@@ -199,6 +224,8 @@ void ExDyna::step(std::span<const float> acc, comm::Communicator& comm, SparseRe
     parts_.layout().count_per_block(out.indices, block_hits_);
   }
   end_step(grid, per_rank, cold, static_cast<std::int64_t>(out.indices.size()), stats);
+  if (fused) stats.padded_elements = n * worker_cap_ - stats.k_total;
+  fuse_next_ = choose_fuse();
   stats.times.other += sw.lap();
 }
 
@@ -450,7 +477,8 @@ void ExDyna::balance_exact(std::int64_t gathered) {
   parts_.balance_exact(block_load_);
 }
 
-void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
+void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm, bool fused) {
+  fused_sent_ = fused;
   if (!hist_) {
     gather_mine_[0] = mine;
     comm.allgather_counts(gather_mine_, gather_all_);
@@ -459,14 +487,22 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm) {
   // Count and bins in one fixed slot per rank (sparsifiers/exdyna/ladder_wire.hpp), decoded into
   // gather_all_'s layout (count, then R bins, per rank). A ladder too long for its slot loses its
   // lowest rungs, and this rank then reads its own ladder as the others do, so every rank plans
-  // alike.
-  const std::size_t per_rank = gather_mine_.size(), slot = wire_mine_.size();
-  slot_lowest_rung_ = sparsifiers::encode_ladder(mine, bins_, wire_mine_);
-  comm.allgather_counts(wire_mine_, wire_all_);
+  // alike. The slot's head may carry the timing word, and the fused slot this worker's list.
+  const std::size_t per_rank = gather_mine_.size(), head = wire_mine_.size();
+  const auto send = std::span<std::int64_t>(fused ? fused_mine_ : wire_mine_);
+  const auto recv = std::span<const std::int64_t>(fused ? fused_all_ : wire_all_);
+  slot_lowest_rung_ = sparsifiers::encode_ladder(mine, bins_, send.first(ladder_words_));
+  if (head > ladder_words_) send[ladder_words_] = my_timing_;
+  my_timing_ = 0;
+  if (fused)
+    comm.allgather_fused(send, head + 1, fused_all_);
+  else
+    comm.allgather_counts(send, wire_all_);
+  const std::size_t stride = send.size();
   const auto all = std::span<std::int64_t>(gather_all_);
   for (std::size_t i = 0; i < static_cast<std::size_t>(cfg_.world_size); ++i)
-    sparsifiers::decode_ladder(std::span<const std::int64_t>(wire_all_).subspan(i * slot, slot),
-                               all[i * per_rank], all.subspan(i * per_rank + 1, bins_.size()));
+    sparsifiers::decode_ladder(recv.subspan(i * stride, ladder_words_), all[i * per_rank],
+                               all.subspan(i * per_rank + 1, bins_.size()));
   const auto own = all.subspan(static_cast<std::size_t>(cfg_.rank) * per_rank + 1, bins_.size());
   std::copy(own.begin(), own.end(), bins_.begin());
   std::fill(summed_bins_.begin(), summed_bins_.end(), 0);
@@ -602,6 +638,11 @@ void ExDyna::load_state(std::span<const std::byte> state) {
   }
   block_load_ = std::move(load);
   next_cut_ = next_cut;
+  // The fused all-gather's costs are measured afresh (every rank loads its state, so every rank
+  // chooses alike).
+  my_timing_ = 0;
+  timed_bytes_ = fuse_latency_ = fuse_per_byte_ = 0;
+  fuse_next_ = iteration_ > 0 && choose_fuse();
 }
 
 }  // namespace exdyna::sparsifiers

@@ -28,6 +28,7 @@
 
 #include "exdyna/core/scratch_buffer.hpp"
 #include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/exdyna/fused_gather.hpp"
 #include "exdyna/sparsifiers/exdyna/partition.hpp"
 #include "exdyna/sparsifiers/exdyna/threshold.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
@@ -80,6 +81,15 @@ class ExDyna final : public Sparsifier {
   // LSTM trace, docs/controller.md): below, writing them costs less than
   // reading the partition twice.
   static constexpr double kTwoPassShare = 0.15;
+  // --fuse auto: every this many iterations a step takes the two all-gathers again, so the
+  // measured latency and bandwidth that choose between the paths stay current.
+  static constexpr std::int64_t kFuseProbeEvery = 32;
+  // Whether the next step sends counts and indices in one all-gather (fused_gather.hpp), and the
+  // cost estimates --fuse auto decides from (0: not measured yet): one small all-gather's seconds
+  // and the seconds per gathered byte, identical on every rank (from gathered timings).
+  bool fuse_next() const { return fuse_next_; }
+  double fuse_latency() const { return fuse_latency_; }
+  double fuse_seconds_per_byte() const { return fuse_per_byte_; }
 
  private:
   // The exact controller's first ladder (sparsifiers::cold_ladder) from the global max |acc|: one
@@ -105,8 +115,27 @@ class ExDyna final : public Sparsifier {
   std::optional<int> gathered_cut(int w, int rungs, std::size_t per_rank,
                                   std::int64_t times = 1) const;
   // Alg. 1 line 11: all-gathers this worker's count (and ladder) into gather_all_ (per rank: the
-  // count, then the R bins) and sums the ladders into summed_bins_.
-  void gather_counts(std::int64_t mine, comm::Communicator& comm);
+  // count, then the R bins) and sums the ladders into summed_bins_; fused: in the fused slot
+  // (fused_mine_, its list packed by pack_own_list), with every rank's list into fused_all_.
+  void gather_counts(std::int64_t mine, comm::Communicator& comm, bool fused = false);
+  // The fused all-gather (exdyna_fused.cpp). Before it: this worker's cut of its min(cap,
+  // candidates) largest candidates (collected first if two passes stored none), with their places
+  // in the cut's order, into fused_mine_. After it and the plan: whether every worker's list holds
+  // its planned count, and then the gathered selection (as the index all-gather would give it)
+  // into indices.
+  void pack_own_list(std::span<const float> acc, std::span<const float> part, std::uint32_t offset,
+                     const sparsifiers::LadderGrid& grid, std::int64_t candidates);
+  bool fused_lists_hold() const;
+  void unpack_lists(std::vector<Index>& indices) const;
+  // --fuse auto: the gathered timings of the last two-collective step into the cost estimates,
+  // and the choice for the next step (from this step's counts).
+  void read_fuse_timings();
+  // --fuse auto, after a two-collective step: this worker's seconds in its two all-gathers, sent
+  // with the next step's counts.
+  void note_gather_times(double counts_seconds, double list_seconds);
+  bool choose_fuse() const;
+  // The bytes the index all-gather of counts_ gathers (padded or exact, as configured).
+  double index_gather_bytes() const;
   // --balance exact: the smoothed per-block load from this step's block counts (block_hits_, of
   // `gathered` indices), then the partition boundaries that equalise it.
   void balance_exact(std::int64_t gathered);
@@ -192,6 +221,24 @@ class ExDyna final : public Sparsifier {
   bool words_ = false;      // exact controller: this step's candidates are collect_ladder_words'
   int floor_ = 0;           // exact controller: this step's floor_rung
   PredictedCut next_cut_;   // exact controller: predicted_cut of the last step (state)
+
+  // The fused all-gather (exact controller under a cap; fused_gather.hpp).
+  std::size_t ladder_words_ = 0;  // the ladder's slot; then the timing word under --fuse auto
+  FusedLayout fused_layout_;
+  std::vector<std::int64_t> fused_mine_, fused_all_;
+  std::vector<Index> fused_idx_;  // the stored candidates, copied for the cut (it works in place)
+  std::vector<float> fused_abs_;
+  std::vector<std::uint8_t> fused_subs_;
+  std::vector<std::uint32_t> fused_keys_;
+  std::vector<std::uint64_t> fused_scratch_;
+  bool fuse_next_ = false;   // the next step's choice (identical on every rank)
+  bool fused_sent_ = false;  // this step sent the fused slot
+  // --fuse auto: this worker's seconds of the count and index all-gathers in its last
+  // two-collective step, packed as microseconds (0: none to send), and the bytes that index
+  // all-gather gathered; the estimates from every rank's.
+  std::int64_t my_timing_ = 0;
+  double timed_bytes_ = 0;
+  double fuse_latency_ = 0, fuse_per_byte_ = 0;
 };
 
 }  // namespace exdyna::sparsifiers

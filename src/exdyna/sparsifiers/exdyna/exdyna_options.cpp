@@ -16,6 +16,8 @@ constexpr core::EnumNames<Controller, 3> kControllerNames{{{Controller::kPaper, 
                                                            {Controller::kExact, "exact"}}};
 constexpr core::EnumNames<Balance, 2> kBalanceNames{
     {{Balance::kPaper, "paper"}, {Balance::kExact, "exact"}}};
+constexpr core::EnumNames<Fuse, 3> kFuseNames{
+    {{Fuse::kAuto, "auto"}, {Fuse::kOn, "on"}, {Fuse::kOff, "off"}}};
 }  // namespace
 
 const char* to_string(Controller c) {
@@ -25,12 +27,20 @@ const char* to_string(Balance b) {
   return core::enum_to_string(kBalanceNames, b);
 }
 
+const char* to_string(Fuse f) {
+  return core::enum_to_string(kFuseNames, f);
+}
+
 Controller parse_controller(std::string_view s) {
   return core::enum_parse(kControllerNames, "controller", s);
 }
 
 Balance parse_balance(std::string_view s) {
   return core::enum_parse(kBalanceNames, "balance", s);
+}
+
+Fuse parse_fuse(std::string_view s) {
+  return core::enum_parse(kFuseNames, "fuse", s);
 }
 
 void ExDynaOptions::validate(int world_size) const {
@@ -62,6 +72,11 @@ void ExDynaOptions::validate(int world_size) const {
                    " needs --controller exact (it cuts each worker's count from the gathered "
                    "ladders); the controller is '",
                    to_string(controller), "'");
+  EXDYNA_CHECK_ARG(fuse != Fuse::kOn || effective_worker_cap() != 0,
+                   "--fuse on needs a worker cap (--controller exact and --worker-cap auto or a "
+                   "factor): only a cap bounds what each worker sends before the plan; the worker "
+                   "cap is '",
+                   worker_cap_text(effective_worker_cap()), "'");
 }
 
 double ExDynaOptions::effective_worker_cap() const {

@@ -21,10 +21,19 @@ enum class Balance {
   kPaper,  // Alg. 3: move blk_move blocks between unbalanced neighbours
   kExact,  // equal shares of the previous iteration's selections per partition
 };
+// The exact controller under a worker cap: whether the counts, ladders and indices travel in one
+// all-gather (fused_gather.hpp) instead of two.
+enum class Fuse {
+  kAuto,  // whichever the engine's measured latency and bandwidth say costs less, step by step
+  kOn,    // fused wherever the step allows it
+  kOff,   // always the count all-gather, then the index all-gather
+};
 const char* to_string(Controller c);
 const char* to_string(Balance b);
+const char* to_string(Fuse f);
 Controller parse_controller(std::string_view s);
 Balance parse_balance(std::string_view s);
+Fuse parse_fuse(std::string_view s);
 // "auto" (the Poisson floor), "none" or "0", or a factor >= 1 (checked by validate()).
 double parse_worker_cap(std::string_view s);
 std::string worker_cap_text(double cap);
@@ -51,6 +60,8 @@ struct ExDynaOptions {
   // else no cap); the padded all-gather's f(t) is then at most the cap (ladder_cut.hpp,
   // max_per_worker())
   double worker_cap = kDefaultCap;
+  // exact controller under a worker cap: one all-gather for counts and indices (Fuse)
+  Fuse fuse = Fuse::kAuto;
   static constexpr double kAutoCap = -1;
   static constexpr double kDefaultCap = -2;
 
