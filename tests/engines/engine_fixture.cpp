@@ -27,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -194,17 +195,36 @@ void run_rank(const Args& a, comm::Communicator& c) {
     sparsifiers::Controller controller = sparsifiers::Controller::kPaper;
     sparsifiers::Balance balance = sparsifiers::Balance::kPaper;
     double worker_cap = 0;
+    // --fuse off keeps every engine's bytes alike (auto chooses from measured times); a variant
+    // with --fuse on names the --fuse off variant whose decisions it must repeat step by step.
+    sparsifiers::Fuse fuse = sparsifiers::Fuse::kOff;
+    std::string same_as;
   };
   std::vector<Variant> variants;
-  for (const auto& name : reg.names()) variants.push_back({name, name});
-  variants.push_back({"exdyna", "exdyna/histogram/exact", sparsifiers::Controller::kHistogram,
-                      sparsifiers::Balance::kExact});
-  variants.push_back({"exdyna", "exdyna/exact/paper", sparsifiers::Controller::kExact,
-                      sparsifiers::Balance::kPaper});
-  variants.push_back({"exdyna", "exdyna/exact/exact", sparsifiers::Controller::kExact,
-                      sparsifiers::Balance::kExact});
-  variants.push_back({"exdyna", "exdyna/exact/exact/cap-auto", sparsifiers::Controller::kExact,
-                      sparsifiers::Balance::kExact, sparsifiers::ExDynaOptions::kAutoCap});
+  const auto add = [&variants](std::string label, sparsifiers::Controller c, sparsifiers::Balance b,
+                               double cap = 0, sparsifiers::Fuse fuse = sparsifiers::Fuse::kOff,
+                               std::string same_as = {}) {
+    variants.push_back({"exdyna", std::move(label), c, b, cap, fuse, std::move(same_as)});
+  };
+  using sparsifiers::Balance;
+  using sparsifiers::Controller;
+  using sparsifiers::Fuse;
+  for (const auto& name : reg.names())
+    variants.push_back({name, name, Controller::kPaper, Balance::kPaper, 0, Fuse::kOff, {}});
+  add("exdyna/histogram/exact", Controller::kHistogram, Balance::kExact);
+  add("exdyna/exact/paper", Controller::kExact, Balance::kPaper);
+  add("exdyna/exact/exact", Controller::kExact, Balance::kExact);
+  const double auto_cap = sparsifiers::ExDynaOptions::kAutoCap;
+  add("exdyna/exact/exact/cap-auto", Controller::kExact, Balance::kExact, auto_cap);
+  add("exdyna/exact/exact/cap-auto/fused", Controller::kExact, Balance::kExact, auto_cap, Fuse::kOn,
+      "exdyna/exact/exact/cap-auto");
+  add("exdyna/exact/paper/cap-3", Controller::kExact, Balance::kPaper, 3.0);
+  add("exdyna/exact/paper/cap-3/fused", Controller::kExact, Balance::kPaper, 3.0, Fuse::kOn,
+      "exdyna/exact/paper/cap-3");
+  // The decisions of each --fuse off variant's steps (the digest line up to its bytes), by
+  // variant, gather mode and step.
+  std::map<std::string, std::string> decisions;
+  int fused_steps = 0;
   for (const auto& v : variants) {
     const std::string& name = v.label;
     if (!a.only.empty() && v.name != a.only) continue;
@@ -216,6 +236,7 @@ void run_rank(const Args& a, comm::Communicator& c) {
       cfg.exdyna.controller = v.controller;
       cfg.exdyna.balance = v.balance;
       cfg.exdyna.worker_cap = v.worker_cap;
+      cfg.exdyna.fuse = v.fuse;
       auto ef = sparsifiers::make_error_feedback(v.name, cfg, a.n_g, n, r, reg);
       for (int t = 0; t < a.steps; ++t, ++global_step) {
         if (fault.rank == r && fault.step == global_step) {
@@ -233,8 +254,12 @@ void run_rank(const Args& a, comm::Communicator& c) {
         // every reduced entry rather than the k_i it reports.
         const bool oktopk = v.name == "oktopk";
         const bool v16 = a.values != core::ValueFormat::kFp32;
+        // (The fused all-gather sends each worker's list padded to the cap, with the counts.)
+        EXDYNA_CHECK(!st.fused || st.bytes.collectives == 2, name, " step ", t, ": fused in ",
+                     st.bytes.collectives, " collectives; expected 2");
+        fused_steps += static_cast<int>(st.fused);
         if (st.bytes.allgather_indices > 0 && !st.k_per_worker.empty() &&
-            !(oktopk && t % 32 == 0)) {
+            !(oktopk && t % 32 == 0) && !st.fused) {
           std::int64_t mx = 0, sum = 0;
           for (auto k : st.k_per_worker) {
             mx = std::max(mx, k);
@@ -281,22 +306,34 @@ void run_rank(const Args& a, comm::Communicator& c) {
                          name, " step ", t, ": 16-bit values differ between rank ", r, " and rank ",
                          q);
         }
-        out << name << ' ' << comm::to_string(mode) << ' ' << t
-            << " thr=" << std::bit_cast<std::uint64_t>(st.threshold) << " k=";
-        for (auto k : st.k_per_worker) out << k << ',';
-        out << " alloc=";
-        for (auto x : st.alloc_per_worker) out << x << ',';
-        out << " blocks=";
-        for (auto x : st.blocks_per_partition) out << x << ',';
-        out << " dense=" << res.dense << " ni=" << res.indices.size()
-            << " nv=" << res.values.size();
-        out << " idx=" << std::hex
-            << core::fnv1a(res.indices.data(), res.indices.size() * sizeof(res.indices[0]))
-            << " val=" << (v16 ? 0 : val_hash) << " upd=" << (v16 ? 0 : upd_hash) << std::dec
-            << " agi=" << st.bytes.allgather_indices << " pad=" << st.bytes.padded_elements << '\n';
+        std::ostringstream line;
+        line << " thr=" << std::bit_cast<std::uint64_t>(st.threshold) << " k=";
+        for (auto k : st.k_per_worker) line << k << ',';
+        line << " alloc=";
+        for (auto x : st.alloc_per_worker) line << x << ',';
+        line << " blocks=";
+        for (auto x : st.blocks_per_partition) line << x << ',';
+        line << " dense=" << res.dense << " ni=" << res.indices.size()
+             << " nv=" << res.values.size();
+        line << " idx=" << std::hex
+             << core::fnv1a(res.indices.data(), res.indices.size() * sizeof(res.indices[0]))
+             << " val=" << (v16 ? 0 : val_hash) << " upd=" << (v16 ? 0 : upd_hash) << std::dec;
+        const std::string step_key = std::string(comm::to_string(mode)) + ' ' + std::to_string(t);
+        if (v.same_as.empty()) {
+          decisions[name + ' ' + step_key] = line.str();
+        } else {
+          const auto it = decisions.find(v.same_as + ' ' + step_key);
+          EXDYNA_CHECK(it != decisions.end() && it->second == line.str(), name, ' ', step_key,
+                       ": the fused all-gather's decisions differ from ", v.same_as, "'s:\n",
+                       line.str(), "\n", it == decisions.end() ? "(none)" : it->second);
+        }
+        out << name << ' ' << step_key << line.str() << " agi=" << st.bytes.allgather_indices
+            << " pad=" << st.bytes.padded_elements << " fused=" << st.fused << '\n';
       }
     }
   }
+  EXDYNA_CHECK(!a.only.empty() || fused_steps > 0,
+               "no step took the fused all-gather in the --fuse on variants");
   const std::string path = a.out_dir + "/digest_" + a.tag + "_r" + std::to_string(r) + ".txt";
   std::ofstream f(path);
   f << out.str();
