@@ -50,20 +50,22 @@ struct FixtureCell {
   int workers;
   double bandwidth, density, iter_ms, select_ms, comm_ms, density_ratio, f_t;
   double collectives = NAN;  // calls per iteration; NaN: the field is left empty
+  double fused = NAN;        // the fused all-gather's share of iterations; NaN: left empty
 };
 
 inline std::string cells_csv(const std::vector<FixtureCell>& cells) {
   std::ostringstream os;
   os << "sparsifier,label,workers,bandwidth_bps,delay_us,density,n_g,iterations,compute_ms,iter_"
         "ms,non_comm_ms,select_ms,comm_ms,allgather_ms,allreduce_ms,broadcast_ms,bytes_per_iter,"
-        "density_ratio,f_t,global_error,collectives_per_iter\n";
+        "density_ratio,f_t,global_error,collectives_per_iter,fused_share\n";
   for (const auto& c : cells) {
     const double compute = 5, non_comm = c.iter_ms - compute - c.comm_ms;
     os << c.sparsifier << ',' << c.label << ',' << c.workers << ',' << c.bandwidth << ",50,"
        << c.density << ",1000000,20," << compute << ',' << c.iter_ms << ',' << non_comm << ','
        << c.select_ms << ',' << c.comm_ms << ',' << c.comm_ms / 2 << ',' << c.comm_ms / 2
        << ",0,40000," << c.density_ratio << ',' << c.f_t << ",nan,"
-       << (std::isnan(c.collectives) ? std::string() : std::to_string(c.collectives)) << "\n";
+       << (std::isnan(c.collectives) ? std::string() : std::to_string(c.collectives)) << ','
+       << (std::isnan(c.fused) ? std::string() : std::to_string(c.fused)) << "\n";
   }
   return os.str();
 }

@@ -306,11 +306,15 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
   const std::string gather_op =
       gathers_exact(o, c.variant) ? "allgather-exact" : "allgather-padded";
   double ag = 0, ar = 0, bc = 0;
+  const auto fused_col = s.col.find("fused");  // (statistics from before the column: none)
   for (std::size_t i = 0; i < s.rows; ++i) {
     const double counts = s.col.at("bytes_allgather_counts")[i];
     const double idx = s.col.at("bytes_allgather_indices")[i];
-    ag += (counts > 0 ? t.time_s("allgather-exact", counts / w) : 0) +
-          (idx > 0 ? t.time_s(gather_op, idx / w) : 0);
+    if (fused_col != s.col.end() && fused_col->second[i] > 0)
+      ag += t.time_s("allgather-exact", (counts + idx) / w);  // one all-gather of equal slots
+    else
+      ag += (counts > 0 ? t.time_s("allgather-exact", counts / w) : 0) +
+            (idx > 0 ? t.time_s(gather_op, idx / w) : 0);
     ar += t.time_s("allreduce", s.col.at("bytes_allreduce")[i]);
     // Ok-Topk's all-to-alls: bytes_alltoall is what a rank sends to the others; the sweep's size
     // is what it sends in all, its own list included.
@@ -348,6 +352,7 @@ json cell_row(const MatrixOptions& o, const CellSpec& c, const std::vector<Stats
   j["f_t"] = s.mean("f_t");
   // (Statistics written before the column existed have none.)
   j["collectives_per_iter"] = s.col.count("collectives") ? json(s.mean("collectives")) : json();
+  j["fused_share"] = s.col.count("fused") ? json(s.mean("fused")) : json();
   const double ge = s.mean("global_error");
   j["global_error"] = std::isnan(ge) ? json(nullptr) : json(ge);
   // Kept for the reader, not used: wall times inflated by W ranks sharing the cores.
@@ -556,7 +561,7 @@ const std::string& cells_csv_header() {
   static const std::string h =
       "sparsifier,label,workers,bandwidth_bps,delay_us,density,n_g,iterations,compute_ms,iter_ms,"
       "non_comm_ms,select_ms,comm_ms,allgather_ms,allreduce_ms,broadcast_ms,bytes_per_iter,density_"
-      "ratio,f_t,global_error,collectives_per_iter";
+      "ratio,f_t,global_error,collectives_per_iter,fused_share";
   return h;
 }
 

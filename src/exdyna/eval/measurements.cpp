@@ -158,6 +158,7 @@ std::vector<MeasuredCell> read_cells(const fs::path& path) {
     c.f_t = t.num(r, "f_t");
     c.global_error = t.num(r, "global_error");
     c.collectives_per_iter = t.num_or_nan(r, "collectives_per_iter");
+    c.fused_share = t.num_or_nan(r, "fused_share");
     if (c.label.empty() || c.workers < 1 || c.n_g < 1 || !(c.bandwidth_bps > 0) ||
         !(c.density > 0 && c.density <= 1))
       throw DataError(detail::concat(path.string(), " line ", t.line(r),

@@ -56,6 +56,9 @@ struct MeasuredCell {
   double bytes_per_iter = 0, density_ratio = 0, f_t = 0, global_error = 0;
   // Collective calls per iteration (NaN in a cells.csv written before the column existed).
   double collectives_per_iter = std::numeric_limits<double>::quiet_NaN();
+  // Of the measured iterations, the share whose counts and indices travelled in one all-gather
+  // (ExDyna's exact controller under a cap; NaN where cells.csv predates the column).
+  double fused_share = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One row of comm.csv: the mean time of one call of `op` with `bytes` per rank.

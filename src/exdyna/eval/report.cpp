@@ -107,22 +107,29 @@ std::string summary_md(const std::vector<MeasuredCell>& cells) {
 // one latency-bound round or more, which is what a sparse step at low density pays for. Empty
 // when cells.csv predates the column.
 std::string collectives_md(const std::vector<MeasuredCell>& cells) {
-  std::map<std::string, std::vector<double>> by;
-  for (const auto& c : cells)
-    if (!std::isnan(c.collectives_per_iter)) by[c.label].push_back(c.collectives_per_iter);
+  std::map<std::string, std::vector<double>> by, fused;
+  for (const auto& c : cells) {
+    if (std::isnan(c.collectives_per_iter)) continue;
+    by[c.label].push_back(c.collectives_per_iter);
+    if (!std::isnan(c.fused_share)) fused[c.label].push_back(c.fused_share);
+  }
   if (by.empty()) return "";
   std::vector<std::string> labels;
   for (const auto& [l, v] : by) labels.push_back(l);
+  const auto range = [](const std::vector<double>& v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return *hi - *lo < 0.005 ? fmt("%.2f", *lo) : fmt("%.2f", *lo) + " - " + fmt("%.2f", *hi);
+  };
   std::ostringstream os;
   os << "Collective calls per iteration (the mean over measured iterations; each call is one "
-        "latency-bound round or more):\n\n| label | calls per iteration | cells |\n"
-        "|---|---|---|\n";
+        "latency-bound round or more), and the share of iterations whose counts and indices "
+        "travelled in one all-gather (ExDyna's `--fuse`):\n\n"
+        "| label | calls per iteration | fused share | cells |\n|---|---|---|---|\n";
   for (const auto& l : ordered_labels(labels)) {
-    const auto& v = by.at(l);
-    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    os << "| " << l << " | "
-       << (*hi - *lo < 0.005 ? fmt("%.2f", *lo) : fmt("%.2f", *lo) + " - " + fmt("%.2f", *hi))
-       << " | " << v.size() << " |\n";
+    const auto f = fused.find(l);
+    const bool any = f != fused.end() && *std::max_element(f->second.begin(), f->second.end()) > 0;
+    os << "| " << l << " | " << range(by.at(l)) << " | " << (any ? range(f->second) : "-") << " | "
+       << by.at(l).size() << " |\n";
   }
   return os.str() + "\n";
 }
