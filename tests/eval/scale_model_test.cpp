@@ -223,8 +223,9 @@ TEST_F(FitLinks, SmallSweepAtOneWorkerCountKeepsThePooledBeta) {
   EXPECT_NE(w8.beta_from, "");
 }
 
-// A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8.
-ScaleModel fixture_model() {
+// A model fitted on one 1 Gbit/s link and four labels measured at W = 2 and 8 (with `fused`, a
+// fifth: exdyna-exact-fused, whose every step took the fused all-gather).
+ScaleModel fixture_model(bool fused = false) {
   std::vector<CommPoint> comm;
   for (const char* op : {"allreduce", "allgather-padded", "broadcast"})
     for (int w : {2, 4, 8})
@@ -254,6 +255,10 @@ ScaleModel fixture_model() {
     add("topk", "topk", w, 102.4, 25.6, w, 1.0);  // 4 ns/element over n_g
     add("cltk", "cltk", w, 102.4, 25.6, 1, 1.0);  // the leader's selection, every iteration
     add("exdyna", "exdyna-exact", w, 7.68 / w, 25.6, 1.0, 1.1);  // 0.3 ns/element over n_g/W
+    if (fused) {
+      add("exdyna", "exdyna-exact-fused", w, 7.68 / w, 25.6, 1.0, 1.1);
+      cells.back().fused_share = 1;
+    }
   }
   return ScaleModel::fit(comm, cells);
 }
@@ -305,6 +310,32 @@ TEST(ScaleModel, PredictionsEqualTheClosedForms) {
         r.comm_ms,
         ag(8, 8, kBeta / 10) + ag(8, 4 * 1.1 * k / 8, kBeta / 10) + ar(8, 4 * k, kBeta / 10),
         1e-6 * r.comm_ms);
+  }
+}
+
+// A label that fused every step: one all-gather of the counts' head (8 bytes here), the list's
+// length and the cap's indices with 2-byte places at a measured W; at other W the cheaper of
+// that and the two all-gathers, as --fuse auto chooses.
+TEST(ScaleModel, AFusedLabelPaysOneAllGatherOfItsSlots) {
+  const auto m = fixture_model(true);
+  const double ng = 25'600'000, k = std::floor(0.001 * ng);
+  const auto ar = [](int w, double bytes) {
+    return 1e3 * collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, bytes);
+  };
+  const auto ag = [](int w, double bytes) {
+    return 1e3 * collective_time(CostForm::kRingAllgather, kAlpha, kBeta, w, bytes);
+  };
+  const auto cap = [&](int w) {
+    const double share = k / w;
+    return std::floor((1 + std::sqrt(2 * std::log(static_cast<double>(w)) / share)) * share);
+  };
+  const auto p = m.predict("exdyna-exact-fused", 8, 1e9, 0.001, ng);
+  EXPECT_NEAR(p.comm_ms, ag(8, 8 + 8 + 6 * cap(8)) + ar(8, 4 * k), 1e-6 * p.comm_ms);
+  EXPECT_LT(p.allgather_ms, m.predict("exdyna-exact", 8, 1e9, 0.001, ng).allgather_ms);
+  for (const int w : {64, 256}) {
+    const double two = ag(w, 8) + ag(w, 4 * cap(w)), fused = ag(w, 16 + 6 * cap(w));
+    const auto q = m.predict("exdyna-exact-fused", w, 1e9, 0.001, ng);
+    EXPECT_NEAR(q.allgather_ms, std::min(two, fused), 1e-6 * q.allgather_ms) << w << " workers";
   }
 }
 

@@ -320,6 +320,7 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
     ExchangeShape one;
     one.density_ratio = c.density_ratio > 0 ? c.density_ratio : 1;
     one.f_t = c.f_t >= 1 ? c.f_t : 1;
+    one.fused_share = std::isnan(c.fused_share) ? 0 : c.fused_share;
     const auto it = series.find(CellKey{c.label, c.workers, c.bandwidth_bps, c.density});
     if (it != series.end()) {
       double su = 0, sk = 0, sc = 0;
@@ -334,11 +335,13 @@ ScaleModel ScaleModel::fit(const std::vector<CommPoint>& comm,
     }
     s.density_ratio += one.density_ratio, s.f_t += one.f_t, s.unique_ratio += one.unique_ratio;
     s.counts_bytes_per_rank += one.counts_bytes_per_rank;
+    s.fused_share += one.fused_share;
     ++n;
   }
   for (auto& [key, v] : acc) {
     auto [s, n] = v;
     s.density_ratio /= n, s.f_t /= n, s.unique_ratio /= n, s.counts_bytes_per_rank /= n;
+    s.fused_share /= n;
     m.shapes_.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), s});
   }
   return m;
@@ -463,10 +466,24 @@ Prediction ScaleModel::predict(const std::string& label, int workers, double ban
       f = label.find("exact") != std::string::npos ? floor_f : std::max(s.f_t, floor_f);
     }
     const double max_k = f * kp / W;
-    p.allgather_ms =
-        1e3 *
-        (collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank, latency) +
-         collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency));
+    const double two =
+        collective_s("allgather-exact", workers, bandwidth_bps, s.counts_bytes_per_rank, latency) +
+        collective_s("allgather-padded", workers, bandwidth_bps, 4 * max_k, latency);
+    double gather = two;
+    if (s.fused_share > 0) {
+      // The fused all-gather: one slot per rank of the counts' head, the list's length and the
+      // cap's indices with their 2-byte places. At a measured W the share of steps the run fused;
+      // elsewhere --fuse auto's choice, the cheaper path.
+      sparsifiers::ExDynaOptions cap;
+      cap.worker_cap = sparsifiers::ExDynaOptions::kAutoCap;
+      const double kc =
+          static_cast<double>(cap.max_per_worker(static_cast<std::int64_t>(k), workers));
+      const double slot = s.counts_bytes_per_rank + 8 + (kc <= 65536 ? 6 : 8) * kc;
+      const double fused = collective_s("allgather-exact", workers, bandwidth_bps, slot, latency);
+      gather = near.workers == workers ? (1 - s.fused_share) * two + s.fused_share * fused
+                                       : std::min(two, fused);
+    }
+    p.allgather_ms = 1e3 * gather;
     p.allreduce_ms =
         1e3 * collective_s("allreduce", workers, bandwidth_bps, 4 * s.unique_ratio * kp, latency);
   }

@@ -107,6 +107,7 @@ struct ExchangeShape {
   double f_t = 1;            // W max k_i / k'
   double unique_ratio = 1;   // k_unique / k' (values in the all-reduce per value sent)
   double counts_bytes_per_rank = 8;
+  double fused_share = 0;  // iterations whose counts and indices went in one all-gather
 };
 
 struct Prediction {
