@@ -342,7 +342,8 @@ def ddp_start_iter(rank, world, warmup):
 
 def ddp_overlap_same(rank, world, steps):
     """overlap=True and overlap=False take the same decisions: the stats of every bucket at every
-    step and the parameters after `steps` steps are equal."""
+    step and the parameters after `steps` steps are equal. (Not the bytes: fuse="auto" chooses
+    between one all-gather and two from measured times, a path and not a decision.)"""
     import exdyna.ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
     runs = []
@@ -356,7 +357,7 @@ def ddp_overlap_same(rank, world, steps):
         for t in range(steps):
             train_steps(model, opt, rank, t, t + 1)
             decisions.append({i: {k: s[k] for k in ("mode", "iteration", "n_g", "k_total",
-                                                     "threshold", "k_per_worker", "bytes")
+                                                     "threshold", "k_per_worker")
                                   if k in s} for i, s in sorted(state.stats.items())})
         runs.append((decisions, [p.detach().clone() for p in model.parameters()], state))
     (d1, p1, s1), (d0, p0, s0) = runs
