@@ -62,7 +62,7 @@ void pack_fused(std::span<const std::uint32_t> kept, std::span<const std::uint32
   std::fill(slot.begin() + static_cast<std::ptrdiff_t>(layout.head_words), slot.end(), 0);
   slot[layout.head_words] = static_cast<std::int64_t>(n);
   const std::size_t idx_word = layout.head_words + 1;
-  std::memcpy(bytes_at(slot, idx_word), kept.data(), n * sizeof(std::uint32_t));
+  if (n > 0) std::memcpy(bytes_at(slot, idx_word), kept.data(), n * sizeof(std::uint32_t));
   // The cut's order: larger key first, then lower index; sorting (inverted key, position in
   // kept) gives each entry's place.
   scratch.resize(n);
