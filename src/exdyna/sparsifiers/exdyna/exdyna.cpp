@@ -492,7 +492,7 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm, bool fus
   const auto send = std::span<std::int64_t>(fused ? fused_mine_ : wire_mine_);
   const auto recv = std::span<const std::int64_t>(fused ? fused_all_ : wire_all_);
   slot_lowest_rung_ = sparsifiers::encode_ladder(mine, bins_, send.first(ladder_words_));
-  if (head > ladder_words_) send[ladder_words_] = my_timing_;
+  if (sends_timings()) send[ladder_words_] = my_timing_;
   my_timing_ = 0;
   if (fused)
     comm.allgather_fused(send, head + 1, fused_all_);

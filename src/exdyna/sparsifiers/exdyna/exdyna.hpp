@@ -133,6 +133,8 @@ class ExDyna final : public Sparsifier {
   // --fuse auto, after a two-collective step: this worker's seconds in its two all-gathers, sent
   // with the next step's counts.
   void note_gather_times(double counts_seconds, double list_seconds);
+  // Whether each count slot carries the timing word (--fuse auto under a cap).
+  bool sends_timings() const { return wire_mine_.size() > ladder_words_; }
   bool choose_fuse() const;
   // The bytes the index all-gather of counts_ gathers (padded or exact, as configured).
   double index_gather_bytes() const;

@@ -26,9 +26,9 @@ void ExDyna::pack_own_list(std::span<const float> acc, std::span<const float> pa
     words_ = false;
   }
   const std::int64_t list = std::min(candidates, worker_cap_);
-  fused_idx_.assign(idx_.data(), idx_.data() + stored_);
   std::size_t kept = 0;
   if (list > 0) {
+    fused_idx_.assign(idx_.data(), idx_.data() + stored_);
     // The cut of `list` values, as own_cut makes it for a planned count (on copies: take_cut
     // works in place, and a fallback to the index all-gather cuts the stored candidates again).
     const auto [cut, quota] = sparsifiers::own_cut(bins_, list);
@@ -80,8 +80,7 @@ void ExDyna::unpack_lists(std::vector<Index>& indices) const {
 }
 
 void ExDyna::note_gather_times(double counts_seconds, double list_seconds) {
-  if (wire_mine_.size() == ladder_words_ || fused_sent_)
-    return;  // no timing word, or no small gather
+  if (!sends_timings() || fused_sent_) return;  // no timing word, or no small gather
   const auto us = [](double s) {
     return std::clamp<std::int64_t>(std::llround(s * 1e6), 1,
                                     std::numeric_limits<std::int32_t>::max());
@@ -91,7 +90,7 @@ void ExDyna::note_gather_times(double counts_seconds, double list_seconds) {
 }
 
 void ExDyna::read_fuse_timings() {
-  if (wire_mine_.size() == ladder_words_) return;
+  if (!sends_timings() || !(timed_bytes_ > 0)) return;
   const auto& all = fused_sent_ ? fused_all_ : wire_all_;
   const std::size_t stride = all.size() / static_cast<std::size_t>(cfg_.world_size);
   // The least over the ranks: the last rank to arrive at a collective waits for no one, so its
@@ -99,7 +98,7 @@ void ExDyna::read_fuse_timings() {
   std::int64_t counts_us = std::numeric_limits<std::int64_t>::max(), list_us = counts_us;
   for (std::size_t r = 0; r < static_cast<std::size_t>(cfg_.world_size); ++r) {
     const std::int64_t w = all[r * stride + ladder_words_];
-    if (w <= 0 || !(timed_bytes_ > 0)) return;  // the last step sent none (fused, or the first)
+    if (w <= 0) return;  // the last step sent none (it fused, or is the first)
     counts_us = std::min(counts_us, w >> 32);
     list_us = std::min(list_us, w & 0xffffffff);
   }
