@@ -6,6 +6,7 @@
 #include <string>
 
 #include "exdyna/comm/engines/factory.hpp"
+#include "exdyna/comm/engines/gloo_communicator.hpp"
 #include "exdyna/comm/engines/launcher.hpp"
 #include "exdyna/core/error.hpp"
 
@@ -16,7 +17,8 @@ namespace {
 class Env : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "RANK", "WORLD_SIZE"})
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "RANK", "WORLD_SIZE",
+                          "EXDYNA_GLOO_LOG_BELOW"})
       unsetenv(v);
   }
   void TearDown() override { SetUp(); }
@@ -58,6 +60,40 @@ TEST_F(Env, AutoPicksMpiUnderMpirunAndGlooUnderTorchrun) {
     EXPECT_THROW(plan_engine(Backend::kGloo, 5), InvalidArgument);
   }
 }
+
+#ifdef EXDYNA_HAVE_GLOO
+// EXDYNA_GLOO_LOG_BELOW: measured by default, the ring everywhere, one switch or one per operation.
+TEST_F(Env, GlooReadsTheAlgorithmSwitch) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_FALSE(GlooConfig::from_env().algorithm_switch.has_value());
+  const auto read = [](const char* v) {
+    setenv("EXDYNA_GLOO_LOG_BELOW", v, 1);
+    return GlooConfig::from_env().algorithm_switch;
+  };
+  EXPECT_FALSE(read("auto").has_value());
+  auto s = read("ring");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->allreduce_below, 0);
+  EXPECT_EQ(s->allgather_below, 0);
+  s = read("64K");
+  EXPECT_EQ(s->allreduce_below, 65536);
+  EXPECT_EQ(s->allgather_below, 65536);
+  s = read("4096,1M");
+  EXPECT_EQ(s->allreduce_below, 4096);
+  EXPECT_EQ(s->allgather_below, 1 << 20);
+  for (const char* bad : {"fast", "-1", "4K,", "4K,x", "12Q", ",4K"}) {
+    try {
+      read(bad);
+      FAIL() << bad;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("EXDYNA_GLOO_LOG_BELOW='") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+#endif
 
 TEST_F(Env, MpiOutsideMpirunNeedsOneWorker) {
   if (!have_mpi()) GTEST_SKIP();

@@ -49,6 +49,9 @@ struct BenchCommOptions {
   std::string stat = "mean";
   std::vector<std::string> ops{"allreduce", "allgather-padded", "allgather-exact", "broadcast",
                                "alltoall"};
+  // The sweep once per entry: auto (the engine's own switch), ring, log (log2 W rounds); an
+  // engine without a choice of algorithm takes only auto.
+  std::vector<std::string> algorithms{"auto"};
 };
 
 // Uneven per-rank element counts summing to total: rank r gets a share proportional to r + 1
@@ -98,6 +101,7 @@ std::uint32_t index_of(int q, std::int64_t j) {
 // against a closed form.
 struct BenchOp {
   const char* name;
+  bool has_algorithms;  // an all-reduce or all-gather: the engine may choose its algorithm
   double (*bus_factor)(int n);
   void (*setup)(OpRun& op);
   void (*run)(OpRun& op);
@@ -198,15 +202,15 @@ double one(int) {
 }
 
 const BenchOp kOps[] = {
-    {"allreduce", ring_allreduce_factor, setup_allreduce,
+    {"allreduce", true, ring_allreduce_factor, setup_allreduce,
      [](OpRun& op) { op.c.allreduce_sum(std::span<float>(op.f)); }, check_allreduce},
-    {"allgather-padded", allgather_factor, setup_allgather,
+    {"allgather-padded", true, allgather_factor, setup_allgather,
      run_allgather<comm::GatherMode::kPadded>, check_allgather},
-    {"allgather-exact", allgather_factor, setup_allgather, run_allgather<comm::GatherMode::kExact>,
+    {"allgather-exact", true, allgather_factor, setup_allgather, run_allgather<comm::GatherMode::kExact>,
      check_allgather},
-    {"broadcast", one, setup_broadcast,
+    {"broadcast", false, one, setup_broadcast,
      [](OpRun& op) { op.c.broadcast_values(std::span<float>(op.f), 0); }, check_broadcast},
-    {"alltoall", allgather_factor, setup_alltoall, run_alltoall, check_alltoall},
+    {"alltoall", false, allgather_factor, setup_alltoall, run_alltoall, check_alltoall},
 };
 
 std::string op_names() {
@@ -232,6 +236,9 @@ void check_same_options(const BenchCommOptions& o, comm::Communicator& c) {
   std::string ops;
   for (const auto& op : o.ops) ops += op + ",";
   fp.add("ops", ops);
+  std::string algorithms;
+  for (const auto& a : o.algorithms) algorithms += a + ",";
+  fp.add("algorithms", algorithms);
   comm::check_same_configuration(c, fp);
 }
 
@@ -249,14 +256,20 @@ void print_header(const BenchCommOptions& o, const comm::Communicator& c) {
   std::printf(
       "# time: mean over ranks of the %s per call; algbw = size / time; busbw: see --help\n",
       o.stat.c_str());
-  std::printf("#%13s %12s %-17s %11s %12s %12s %7s\n", "size(B)", "count", "op", "time(us)",
-              "algbw(GB/s)", "busbw(GB/s)", "wrong");
+  if (const auto s = c.algorithm_switch())
+    std::printf("# auto: log2 W rounds below %lld B (all-reduce), %lld B (all-gather); the ring "
+                "above\n",
+                static_cast<long long>(s->allreduce_below),
+                static_cast<long long>(s->allgather_below));
+  std::printf("#%13s %12s %-17s %11s %12s %12s %7s %9s\n", "size(B)", "count", "op", "time(us)",
+              "algbw(GB/s)", "busbw(GB/s)", "wrong", "algorithm");
   std::fflush(stdout);
 }
 
 struct Row {
   double per_call = 0;     // seconds, mean over ranks
   std::int64_t wrong = 0;  // summed over ranks (0 without --check)
+  std::string algorithm;   // what the engine ran ("-": the operation has no choice)
 };
 
 // Times one operation at one size on every rank (the harness: set-up, optional check, warm-up,
@@ -287,11 +300,22 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o, int iters) {
     for (int i = 0; i < iters; ++i) b.run(op);
     per_call = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(iters, 1);
   }
+  const std::string algorithm = b.has_algorithms ? std::string(op.c.last_algorithm()) : "-";
   // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
   double agg[2] = {per_call, static_cast<double>(wrong)};
   op.c.allreduce_sum(std::span<double>(agg, 2));
-  return {agg[0] / op.n, static_cast<std::int64_t>(agg[1])};
+  return {agg[0] / op.n, static_cast<std::int64_t>(agg[1]), algorithm};
 }
+
+struct Totals {
+  double busbw = 0;
+  int rows = 0;
+  std::int64_t wrong = 0;
+};
+constexpr std::int64_t kAlways = std::int64_t{1} << 62;  // a switch above every size: log rounds
+
+void sweep_sizes(const BenchCommOptions& o, const std::vector<const BenchOp*>& ops, OpRun& op,
+                 std::uint64_t lo, std::uint64_t hi, std::uint64_t small, Totals& totals);
 
 void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   check_same_options(o, c);
@@ -303,39 +327,56 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   for (const auto& name : o.ops) ops.push_back(&find_op(name));
   const bool print = c.rank() == 0;
   if (print) print_header(o, c);
+  const auto own = c.algorithm_switch();
+  for (const auto& a : o.algorithms)
+    EXDYNA_CHECK_ARG(a == "auto" || own, "--algorithm ", a, " is not valid on the ",
+                     c.engine(), " engine, which has no choice of algorithm; expected auto");
   OpRun op(c);
   op.balanced = o.balanced;
-  double busbw_sum = 0;
-  int rows = 0;
-  std::int64_t wrong_total = 0;
+  Totals totals;
+  for (const auto& a : o.algorithms) {
+    if (a == "ring") c.set_algorithm_switch({0, 0});
+    if (a == "log") c.set_algorithm_switch({kAlways, kAlways});
+    if (a == "auto" && own) c.set_algorithm_switch(*own);
+    sweep_sizes(o, ops, op, lo, hi, small, totals);
+  }
+  if (own) c.set_algorithm_switch(*own);
+  const std::int64_t wrong_total = totals.wrong;
+  if (print) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
+                o.check ? (wrong_total ? "FAILED" : "OK") : "(not checked; use --check)");
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n",
+                totals.rows ? totals.busbw / totals.rows : 0.0);
+    std::fflush(stdout);
+  }
+  if (wrong_total)
+    throw Error(detail::concat("bench comm --check: ", wrong_total, " wrong elements"));
+}
+
+// One sweep of the sizes, every operation at each, rank 0 printing the rows.
+void sweep_sizes(const BenchCommOptions& o, const std::vector<const BenchOp*>& ops, OpRun& op,
+                 std::uint64_t lo, std::uint64_t hi, std::uint64_t small, Totals& totals) {
+  const bool print = op.r == 0;
   for (std::uint64_t size = lo; size <= hi; size *= static_cast<std::uint64_t>(o.factor)) {
     op.count = static_cast<std::int64_t>(std::max<std::uint64_t>(size / 4, 1));
     for (const BenchOp* b : ops) {
       const Row row =
           time_op(*b, op, o, size < small && o.small_iters > 0 ? o.small_iters : o.iters);
-      wrong_total += row.wrong;
+      totals.wrong += row.wrong;
       const double algbw = static_cast<double>(op.count) * 4 / row.per_call / 1e9;
       const double busbw = algbw * b->bus_factor(op.n);
-      busbw_sum += busbw;
-      ++rows;
+      totals.busbw += busbw;
+      ++totals.rows;
       if (print) {
-        std::printf(" %13lld %12lld %-17s %11.1f %12.3f %12.3f %7s\n",
+        std::printf(" %13lld %12lld %-17s %11.1f %12.3f %12.3f %7s %9s\n",
                     static_cast<long long>(op.count * 4), static_cast<long long>(op.count), b->name,
                     row.per_call * 1e6, algbw, busbw,
-                    o.check ? std::to_string(row.wrong).c_str() : "N/A");
+                    o.check ? std::to_string(row.wrong).c_str() : "N/A", row.algorithm.c_str());
         std::fflush(stdout);
       }
     }
     if (size > hi / static_cast<std::uint64_t>(o.factor)) break;
   }
-  if (print) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
-                o.check ? (wrong_total ? "FAILED" : "OK") : "(not checked; use --check)");
-    std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busbw_sum / rows : 0.0);
-    std::fflush(stdout);
-  }
-  if (wrong_total)
-    throw Error(detail::concat("bench comm --check: ", wrong_total, " wrong elements"));
 }
 
 }  // namespace
@@ -376,6 +417,11 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   sub->add_option("--op", o->ops,
                   "operations: allreduce, allgather-padded, allgather-exact, broadcast")
+      ->capture_default_str();
+  sub->add_option("--algorithm", o->algorithms,
+                  "the sweep once per algorithm: auto (the engine's switch), ring, log (log2 W "
+                  "rounds: bcube all-reduce, Bruck all-gather; the gloo engine)")
+      ->check(CLI::IsMember({"auto", "ring", "log"}))
       ->capture_default_str();
   sub->callback([&action, o] {
     action = [o] {

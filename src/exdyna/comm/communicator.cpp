@@ -191,4 +191,10 @@ void Communicator::barrier() {
   do_barrier();
 }
 
+void Communicator::set_algorithm_switch(const AlgorithmSwitch&) {
+  throw InvalidArgument(detail::concat("the ", engine(),
+                                       " engine has no choice of collective algorithm; expected "
+                                       "the gloo engine"));
+}
+
 }  // namespace exdyna::comm

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -98,6 +99,20 @@ class Communicator {
   void allgather_list_device(const void* mine, std::size_t elem_size,
                              std::span<const std::int64_t> counts, GatherMode mode, void* out);
   void allreduce_sum_device(float* data, std::size_t n);
+
+  // Engines with a choice of algorithm (Gloo) run a collective whose result is smaller than these
+  // byte counts with an algorithm of log2 W rounds (bcube all-reduce, Bruck all-gather) and a larger
+  // one with the ring (W - 1 rounds or more, each message smaller). The others have no choice:
+  // algorithm_switch() is empty and set_algorithm_switch() refused.
+  struct AlgorithmSwitch {
+    std::int64_t allreduce_below = 0;  // bytes of the reduced vector; 0: always the ring
+    std::int64_t allgather_below = 0;  // bytes of the gathered result (every rank's part)
+  };
+  virtual std::optional<AlgorithmSwitch> algorithm_switch() const { return std::nullopt; }
+  virtual void set_algorithm_switch(const AlgorithmSwitch& s);
+  // The algorithm of the last all-reduce or all-gather ("ring", "bcube", "bruck"; the engine's
+  // name where it has no choice), for `bench comm` and the tests of the switch.
+  virtual std::string_view last_algorithm() const { return engine(); }
 
   // Logical payload of collectives since construction or reset_bytes() (see ByteCounts).
   const ByteCounts& bytes() const { return bytes_; }

@@ -1,5 +1,7 @@
 #include "exdyna/comm/engines/gloo_communicator.hpp"
 
+#include "exdyna/comm/engines/gloo_algorithm_switch.hpp"
+#include "exdyna/comm/engines/gloo_algorithms.hpp"
 #include "exdyna/comm/engines/process_group_communicator.hpp"
 #include "exdyna/comm/job_token.hpp"
 
@@ -112,6 +114,16 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
   std::string_view engine() const override { return "gloo"; }
   bool takes_device_buffers() const override { return false; }
 
+  std::optional<AlgorithmSwitch> algorithm_switch() const override { return switch_; }
+  // Every rank must set the same switch before the same call.
+  void set_algorithm_switch(const AlgorithmSwitch& s) override {
+    EXDYNA_CHECK_ARG(s.allreduce_below >= 0 && s.allgather_below >= 0, "algorithm switch ",
+                     s.allreduce_below, ",", s.allgather_below,
+                     " is not valid; expected byte counts >= 0");
+    switch_ = s;
+  }
+  std::string_view last_algorithm() const override { return last_; }
+
  protected:
   void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,
                      GatherMode mode, void* out) override {
@@ -123,23 +135,23 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
     }
     // Exact: gloo::allgatherv with each rank's true size; nothing but the payload travels.
     const auto n = static_cast<std::size_t>(size());
-    const auto my = static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]) * elem_size;
     std::vector<std::size_t> sizes(n);
     std::size_t total = 0;
     for (std::size_t r = 0; r < n; ++r)
       total += sizes[r] = static_cast<std::size_t>(counts[r]) * elem_size;
     if (total == 0) return;
+    const auto a = for_allgather(total);
     direct("allgather_list (exact)", [&](std::uint32_t tag) {
-      ::gloo::AllgathervOptions o(group_->context());
-      o.setTag(tag);
-      o.setTimeout(timeout());
-      o.setInput(static_cast<std::uint8_t*>(const_cast<void*>(mine)), my);
-      o.setOutput(static_cast<std::uint8_t*>(out), sizes);
-      ::gloo::allgatherv(o);
+      gloo_allgatherv(group_->context(), tag, timeout(), mine, sizes, out, a);
     });
   }
 
   void gather_blocks(const std::byte* send, std::size_t block, std::byte* recv) override {
+    const auto n = static_cast<std::size_t>(size());
+    if (for_allgather(block * n) == GlooAlgorithm::kLog) {
+      gather_log("allgather_list (padded)", send, block, recv);
+      return;
+    }
     if (cfg_.via_c10d) {
       ProcessGroupCommunicator::gather_blocks(send, block, recv);
       return;
@@ -155,6 +167,11 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
   }
 
   void do_allgather_i64(std::span<const std::int64_t> mine, std::span<std::int64_t> out) override {
+    if (for_allgather(out.size_bytes()) == GlooAlgorithm::kLog) {
+      gather_log("allgather_counts", reinterpret_cast<const std::byte*>(mine.data()),
+                 mine.size_bytes(), reinterpret_cast<std::byte*>(out.data()));
+      return;
+    }
     if (cfg_.via_c10d) {
       ProcessGroupCommunicator::do_allgather_i64(mine, out);
       return;
@@ -208,18 +225,20 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
   }
 
   void do_allreduce_f32(std::span<float> data) override {
-    if (cfg_.via_c10d) {
+    const auto a = for_allreduce(data.size_bytes());
+    if (cfg_.via_c10d && a == GlooAlgorithm::kRing) {
       ProcessGroupCommunicator::do_allreduce_f32(data);
       return;
     }
-    allreduce_direct(data.data(), data.size());
+    allreduce_direct(data.data(), data.size(), a);
   }
   void do_allreduce_f64(std::span<double> data) override {
-    if (cfg_.via_c10d) {
+    const auto a = for_allreduce(data.size_bytes());
+    if (cfg_.via_c10d && a == GlooAlgorithm::kRing) {
       ProcessGroupCommunicator::do_allreduce_f64(data);
       return;
     }
-    allreduce_direct(data.data(), data.size());
+    allreduce_direct(data.data(), data.size(), a);
   }
   // 16-bit values go through gloo::allreduce on the group's context on both paths: c10d's
   // ProcessGroupGloo 1.13 reduces kHalf but not kBFloat16, and one reduction for both formats
@@ -227,20 +246,17 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
   // process-group communicator's all-gather of the words would move size() times the bytes.
   void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
     if (data.empty()) return;
+    const auto a = for_allreduce(data.size_bytes());
+    // c may alias x: each element is read before it is written.
+    const auto add = [f](void* c, const void* x, const void* y, std::size_t n) {
+      auto* out = static_cast<std::uint16_t*>(c);
+      const auto* p = static_cast<const std::uint16_t*>(x);
+      const auto* q = static_cast<const std::uint16_t*>(y);
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = core::to_bits16(core::from_bits16(p[i], f) + core::from_bits16(q[i], f), f);
+    };
     direct("allreduce_sum", [&](std::uint32_t tag) {
-      ::gloo::AllreduceOptions o(group_->context());
-      o.setTag(tag);
-      o.setTimeout(timeout());
-      o.setOutput(data.data(), data.size());
-      o.setReduceFunction([f](void* c, const void* a, const void* b, std::size_t n) {
-        // c may alias a: each element is read before it is written.
-        auto* out = static_cast<std::uint16_t*>(c);
-        const auto* x = static_cast<const std::uint16_t*>(a);
-        const auto* y = static_cast<const std::uint16_t*>(b);
-        for (std::size_t i = 0; i < n; ++i)
-          out[i] = core::to_bits16(core::from_bits16(x[i], f) + core::from_bits16(y[i], f), f);
-      });
-      ::gloo::allreduce(o);
+      gloo_allreduce(group_->context(), tag, timeout(), data.data(), data.size(), add, a);
     });
   }
 
@@ -300,7 +316,8 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
       : ProcessGroupCommunicator(r.group, cfg.timeout),
         cfg_(cfg),
         store_(std::move(r.store)),
-        group_(std::move(r.group)) {}
+        group_(std::move(r.group)),
+        switch_(initial_switch()) {}
 
   static Rendezvous connect(const GlooConfig& cfg) {
     cfg.validate();
@@ -378,19 +395,51 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
                    cfg.master_addr.c_str(), cfg.master_port);
   }
 
+  // In place; the ring is ProcessGroupGloo's own call: same algorithm, same summation order.
   template <typename T>
-  void allreduce_direct(T* data, std::size_t n) {
+  void allreduce_direct(T* data, std::size_t n, GlooAlgorithm a) {
     if (n == 0) return;
-    // In place, the way ProcessGroupGloo calls it: same algorithm, same summation order.
     direct("allreduce_sum", [&](std::uint32_t tag) {
-      ::gloo::AllreduceOptions o(group_->context());
-      o.setTag(tag);
-      o.setTimeout(timeout());
-      o.setOutput(data, n);
-      o.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&::gloo::sum<T>));
-      ::gloo::allreduce(o);
+      gloo_allreduce(
+          group_->context(), tag, timeout(), data, n,
+          static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&::gloo::sum<T>), a);
     });
+  }
+
+  // Equal blocks of `block` bytes, Bruck's all-gather.
+  void gather_log(const char* op, const std::byte* send, std::size_t block, std::byte* recv) {
+    const std::vector<std::size_t> sizes(static_cast<std::size_t>(size()), block);
+    direct(op, [&](std::uint32_t tag) {
+      gloo_allgatherv(group_->context(), tag, timeout(), send, sizes, recv, GlooAlgorithm::kLog);
+    });
+  }
+
+  // The algorithm for a collective of `bytes` (its result), noted for last_algorithm().
+  GlooAlgorithm for_allreduce(std::size_t bytes) {
+    const auto a = static_cast<std::int64_t>(bytes) < switch_.allreduce_below ? GlooAlgorithm::kLog
+                                                                            : GlooAlgorithm::kRing;
+    last_ = allreduce_name(a);
+    return a;
+  }
+  GlooAlgorithm for_allgather(std::size_t bytes) {
+    const auto a = static_cast<std::int64_t>(bytes) < switch_.allgather_below ? GlooAlgorithm::kLog
+                                                                            : GlooAlgorithm::kRing;
+    last_ = allgather_name(a);
+    return a;
+  }
+
+  // The configured switch, or the one measured on this job's links (size 1: nothing to choose).
+  AlgorithmSwitch initial_switch() {
+    if (cfg_.algorithm_switch) return *cfg_.algorithm_switch;
+    if (size() == 1) return {};
+    try {
+      return measure_algorithm_switch(group_->context(), timeout(), kSwitchTags);
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("gloo: rank ", rank(),
+                                     ": measuring where the log-round collectives pay failed "
+                                     "(set EXDYNA_GLOO_LOG_BELOW to skip it): ",
+                                     first_line(e.what()), diagnose()));
+    }
   }
 
   // Runs one Gloo algorithm on the calling thread, on the process group's context, with the
@@ -448,9 +497,14 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
     }
   }
 
+  // The start-up sweep's tags: apart from c10d's (counting up from 0) and direct()'s (upper half).
+  static constexpr std::uint32_t kSwitchTags = 0x40000000u;
+
   GlooConfig cfg_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<GlooGroup> group_;
+  AlgorithmSwitch switch_;
+  const char* last_ = "ring";
 };
 
 }  // namespace
@@ -467,6 +521,7 @@ GlooConfig GlooConfig::from_env() {
   EXDYNA_CHECK_ARG(path == "direct" || path == "c10d", "EXDYNA_GLOO_PATH='", path,
                    "' is not valid; expected direct or c10d");
   c.via_c10d = path == "c10d";
+  c.algorithm_switch = parse_algorithm_switch(env_or("EXDYNA_GLOO_LOG_BELOW", "auto"));
   c.job_token = job_token_from_env();
   return c;
 }

@@ -2,6 +2,10 @@
 // rendezvous through c10d's TCPStore configured the way torchrun configures PyTorch (MASTER_ADDR,
 // MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK).
 //
+// All-reduces and all-gathers smaller than the algorithm switch (measured at start-up, or set)
+// run on the group's Gloo context with log2 W rounds (bcube all-reduce, Bruck all-gather), on both
+// paths below; larger ones take the ring as listed (gloo_algorithms.hpp).
+//
 // ProcessGroupGloo provides the rendezvous, the full mesh of connections and the Gloo context; the
 // collectives run through ProcessGroupGloo (default: the engine is the process-group communicator,
 // process_group_communicator.hpp, over that group) or run the same Gloo algorithms directly on
@@ -25,6 +29,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "exdyna/comm/communicator.hpp"
@@ -46,13 +51,17 @@ struct GlooConfig {
   // context on the calling thread, saving two thread hand-offs per call. Results are identical
   // (tests/engines); on this 2-core machine the difference drowns in scheduling noise.
   bool via_c10d = true;
+  // Below which result size an all-reduce or all-gather takes log2 W rounds instead of the ring
+  // (Communicator::AlgorithmSwitch; EXDYNA_GLOO_LOG_BELOW, gloo_algorithm_switch.hpp). Empty
+  // (default, "auto"): measured on the job's links when the communicator starts.
+  std::optional<Communicator::AlgorithmSwitch> algorithm_switch;
   // The job's shared secret (EXDYNA_JOB_TOKEN); proved through the store before the mesh is built.
   // Empty on every rank: the store stays open to anyone (rank 0 warns).
   std::string job_token;
 
   // Reads MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500), RANK, WORLD_SIZE (both
-  // required), LOCAL_RANK (default 0), EXDYNA_LISTEN_ADDR, EXDYNA_GLOO_PATH (direct | c10d) and
-  // EXDYNA_JOB_TOKEN;
+  // required), LOCAL_RANK (default 0), EXDYNA_LISTEN_ADDR, EXDYNA_GLOO_PATH (direct | c10d),
+  // EXDYNA_GLOO_LOG_BELOW (auto | ring | SIZE | SIZE,SIZE) and EXDYNA_JOB_TOKEN;
   // throws InvalidArgument naming a missing or malformed variable.
   static GlooConfig from_env();
   void validate() const;

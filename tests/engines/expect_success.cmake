@@ -1,0 +1,15 @@
+# Runs CMD ('!!'-separated; ';' cannot cross -D), fails unless it exits 0 within LIMIT seconds and
+# its output matches every regex of MATCH ('!!'-separated).
+string(REPLACE "!!" ";" cmd "${CMD}")
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT})
+set(all "${out}${err}")
+message("---- exit: ${rc}\n${all}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "expected exit status 0, got ${rc}")
+endif()
+string(REPLACE "!!" ";" matches "${MATCH}")
+foreach(m IN LISTS matches)
+  if(NOT all MATCHES "${m}")
+    message(FATAL_ERROR "output lacks /${m}/")
+  endif()
+endforeach()
