@@ -49,6 +49,67 @@ TEST(CostForms, MatchTheClosedForms) {
   EXPECT_THROW(cost_form("gather"), DataError);
 }
 
+// Below the Gloo engine's switch, log2 W rounds: bcube all-reduce, Bruck all-gather.
+TEST(CostForms, LogRoundAlgorithmsMatchTheirClosedForms) {
+  const double a = 1e-4, b = 1e-8, m = 1e6;
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kBcubeAllreduce, a, b, 8, m),
+                   6 * a + 2.0 * 7 / 8 * m * b);
+  EXPECT_DOUBLE_EQ(collective_time(CostForm::kBruckAllgather, a, b, 5, m), 3 * a + 4 * m * b);
+  EXPECT_EQ(cost_form("allreduce", "bcube"), CostForm::kBcubeAllreduce);
+  EXPECT_EQ(cost_form("allgather-exact", "bruck"), CostForm::kBruckAllgather);
+  EXPECT_EQ(cost_form("allgather-padded", "ring"), CostForm::kRingAllgather);
+  EXPECT_THROW(cost_form("allreduce", "bruck"), DataError);
+  EXPECT_THROW(cost_form("broadcast", "bcube"), DataError);
+}
+
+// A sweep whose small sizes ran bcube and large ones the ring: each point is fitted under its own
+// algorithm's form, so the one alpha and beta come back; predictions take the cheaper form.
+TEST_F(FitLinks, FitsEachPointUnderTheFormOfItsAlgorithm) {
+  std::vector<CommPoint> pts;
+  for (int w : {2, 4, 8})
+    for (double m = 4096; m <= 64.0 * 1024 * 1024; m *= 4) {
+      const bool log = m < 65536;
+      const auto form = log ? CostForm::kBcubeAllreduce : CostForm::kRingAllreduce;
+      pts.push_back({w, 1e9, 50, "allreduce", m, collective_time(form, kAlpha, kBeta, w, m),
+                     log ? "bcube" : "ring"});
+    }
+  const auto fits = fit_links(pts);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_NEAR(fits[0].alpha_s, kAlpha, 0.01 * kAlpha);
+  EXPECT_NEAR(fits[0].beta_s_per_byte, kBeta, 0.01 * kBeta);
+  EXPECT_EQ(fits[0].log_algorithm, "bcube");
+  // Under the ring's form alone the small points would bend alpha.
+  auto ring_only = pts;
+  for (auto& p : ring_only) p.algorithm = "ring";
+  EXPECT_GT(std::abs(fit_links(ring_only)[0].alpha_s - kAlpha), 0.05 * kAlpha);
+
+  MeasuredCell c;
+  c.sparsifier = c.label = "dense";
+  c.workers = 8;
+  c.bandwidth_bps = 1e9;
+  c.delay_us = 50;
+  c.density = 1;
+  c.n_g = 1'000'000;
+  c.compute_ms = 1;
+  c.non_comm_ms = 1;
+  c.iter_ms = 10;
+  const auto m = ScaleModel::fit(pts, {c});
+  for (int w : {8, 256})
+    for (double bytes : {4096.0, 1e8}) {
+      SCOPED_TRACE(w);
+      const double ring = collective_time(CostForm::kRingAllreduce, kAlpha, kBeta, w, bytes);
+      const double log = collective_time(CostForm::kBcubeAllreduce, kAlpha, kBeta, w, bytes);
+      EXPECT_NEAR(m.collective_s("allreduce", w, 1e9, bytes), std::min(ring, log),
+                  0.02 * std::min(ring, log));
+      // The stated latency in place of the fitted one.
+      const double stated =
+          std::min(collective_time(CostForm::kRingAllreduce, kStatedAlphaS, kBeta, w, bytes),
+                   collective_time(CostForm::kBcubeAllreduce, kStatedAlphaS, kBeta, w, bytes));
+      EXPECT_NEAR(m.collective_s("allreduce", w, 1e9, bytes, Latency::kStated), stated,
+                  0.02 * stated);
+    }
+}
+
 TEST_F(FitLinks, RecoversKnownAlphaAndBetaWithinOnePercent) {
   testing::write(dir_ / "comm.csv", testing::synthetic_comm(1e9, kAlpha, kBeta));
   const auto fits = fit_links(read_comm(dir_ / "comm.csv"));
@@ -381,7 +442,8 @@ TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
   const auto m = fixture_model();
   const auto t = CsvTable::parse(m.model_csv(), "model.csv",
                                  {"label", "workers", "bandwidth_bps", "density", "n_g",
-                                  "pred_iter_ms", "pred_select_ms", "pred_comm_ms"});
+                                  "pred_iter_ms", "pred_select_ms", "pred_comm_ms",
+                                  "stated_alpha_us", "stated_iter_ms", "stated_comm_ms"});
   EXPECT_EQ(t.rows(), 4u * 8 * 3);  // 4 labels x W = 2..256 x 3 rates
   const auto f = CsvTable::parse(m.fit_csv(), "model_fit.csv", {"kind", "name", "alpha_s"});
   // pooled fits, alpha at each W, the same from 1 MiB up (the fixture sweeps to 64 MiB), labels

@@ -126,7 +126,8 @@ std::string setting_key(int w, std::uint64_t bps) {
 RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                     const std::vector<std::string>& args,
                     const std::function<std::vector<std::string>(int)>& rank_args,
-                    const fs::path& log_dir, std::vector<std::string>& commands) {
+                    const fs::path& log_dir, std::vector<std::string>& commands,
+                    const std::string& gloo_log_below = "") {
   std::vector<RankCommand> ranks;
   const int n = hosts ? workers : 1;
   const std::string token = comm::generate_job_token();  // closes each job's store to strangers
@@ -145,6 +146,7 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                 {"LOCAL_WORLD_SIZE", "1"},
                 {"OMP_NUM_THREADS", "1"},
                 {"EXDYNA_JOB_TOKEN", token}};
+      if (!gloo_log_below.empty()) rc.env.emplace_back("EXDYNA_GLOO_LOG_BELOW", gloo_log_below);
     } else {
       rc.argv.insert(rc.argv.end(), {"--backend", "local", "--workers", std::to_string(workers)});
     }
@@ -174,14 +176,31 @@ std::vector<std::string> bench_rows(const fs::path& out, int w, std::uint64_t bp
   for (std::string line; std::getline(in, line);) {
     std::istringstream is(line);
     double size = 0, count = 0, us = 0;
-    std::string op;
+    std::string op, algbw, busbw, wrong, algorithm;
     if (line.empty() || line[0] == '#' || !(is >> size >> count >> op >> us)) continue;
+    // The algorithm the engine ran (the last column; "-" or absent: an operation without a choice).
+    if (!(is >> algbw >> busbw >> wrong >> algorithm) || algorithm == "-") algorithm = "ring";
     const bool gather = op.rfind("allgather", 0) == 0;
     const double per_rank = gather ? size / w : size;
     rows.push_back(row_head(w, bps, delay) + "," + op + "," + full(per_rank) + "," +
-                   full(us * 1e-6));
+                   full(us * 1e-6) + "," + algorithm);
   }
   return rows;
+}
+
+// The algorithm switch a `bench comm` job measured at start-up, from its header ("# auto: log2 W
+// rounds below A B (all-reduce), G B (all-gather)...") as "A,G"; empty where it has none.
+std::string measured_switch(const fs::path& out) {
+  std::ifstream in(out);
+  const std::string head = "# auto: log2 W rounds below ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    long long a = -1, g = -1;
+    if (std::sscanf(line.c_str() + head.size(), "%lld B (all-reduce), %lld B", &a, &g) == 2 &&
+        a >= 0 && g >= 0)
+      return std::to_string(a) + "," + std::to_string(g);
+  }
+  return "";
 }
 
 // One `bench comm` job of `ops` from `lo` to `hi` bytes over the hosts; its comm.csv rows.
@@ -244,20 +263,23 @@ std::vector<std::string> model_rows(const MatrixOptions& o, int w, std::uint64_t
     for (std::uint64_t s = 4096; s <= top; s *= 4) {
       const double per_rank = op.rfind("allgather", 0) == 0 ? double(s) / w : double(s);
       rows.push_back(row_head(w, bps, o.delay_us) + "," + op + "," + full(per_rank) + "," +
-                     full(model_collective_s(op, w, bps, o.delay_us, per_rank)));
+                     full(model_collective_s(op, w, bps, o.delay_us, per_rank)) + ",ring");
     }
   }
   return rows;
 }
 
 // comm.csv: the header, then rows keyed by setting; a sweep replaces its setting's rows.
-const char* kCommHeader = "workers,bandwidth_bps,delay_us,op,bytes,time_s";
+const char* kCommHeader = "workers,bandwidth_bps,delay_us,op,bytes,time_s,algorithm";
 
+// A comm.csv written before the algorithm column took the ring everywhere: its rows get ",ring".
 std::vector<std::string> read_comm_rows(const fs::path& p) {
   std::ifstream in(p);
   std::vector<std::string> rows;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && line != kCommHeader) rows.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.rfind("workers,", 0) == 0) continue;
+    rows.push_back(split(line).size() == 6 ? line + ",ring" : line);
+  }
   return rows;
 }
 
@@ -272,7 +294,7 @@ CommTable table_of(const std::vector<std::string>& rows) {
   CommTable t;
   for (const auto& r : rows) {
     const auto f = split(r);
-    if (f.size() == 6) t.add(f[3], to_double(f[4]), to_double(f[5]));
+    if (f.size() == 7) t.add(f[3], to_double(f[4]), to_double(f[5]));
   }
   return t;
 }
@@ -441,7 +463,7 @@ double run_cell(const MatrixOptions& o, const HostSet* hosts, const CellSpec& c,
           return {"--stats", (dir / "stats.csv").string(), "--decisions",
                   (dir / "decisions.csv").string()};
         },
-        dir / "logs", commands);
+        dir / "logs", commands, table.gloo_log_below);
     EXDYNA_CHECK(r.ok, "rank ", r.failed_rank, " failed (", r.why, ")",
                  r.stderr_tail.empty() ? "" : ":\n", r.stderr_tail);
     row = cell_row(o, c, read_run_stats(dir, c.workers, warmup_for(o, c)), table);
@@ -633,6 +655,7 @@ void rederive_cell(const MatrixOptions& o, const CellSpec& c,
 CommTable prepare_setting(const MatrixOptions& o, int w, std::uint64_t bps,
                           std::unique_ptr<HostSet>& hosts, const MatrixProgress& progress) {
   std::vector<std::string> rows;
+  std::string log_below;
   if (o.emulated) {
     hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, o.loss_pct});
     progress(detail::concat("network: ", w, " hosts (", hosts->prefix(), "*), ", rate_name(bps),
@@ -640,15 +663,18 @@ CommTable prepare_setting(const MatrixOptions& o, int w, std::uint64_t bps,
                                            : ", tbf only (no sch_netem: no delay emulated)",
                             "; collective sweep ..."));
     const auto t0 = Clock::now();
-    rows = run_sweep(o, *hosts, w, bps,
-                     o.out_dir / "sweeps" / (std::to_string(w) + "-" + rate_name(bps)));
+    const fs::path sweep_dir = o.out_dir / "sweeps" / (std::to_string(w) + "-" + rate_name(bps));
+    rows = run_sweep(o, *hosts, w, bps, sweep_dir);
+    log_below = measured_switch(sweep_dir / "rank0.out");
     progress(detail::concat("  sweep done in ",
                             hms(std::chrono::duration<double>(Clock::now() - t0).count())));
   } else {
     rows = model_rows(o, w, bps);
   }
   store_comm_rows(o.out_dir, w, bps, rows);
-  return table_of(rows_of(rows, setting_key(w, bps)));
+  auto table = table_of(rows_of(rows, setting_key(w, bps)));
+  table.gloo_log_below = log_below;
+  return table;
 }
 
 }  // namespace

@@ -105,6 +105,10 @@ class CommTable {
   // linear between sizes, extrapolated from the two largest above; over the sizes that no larger
   // size beat (without_stalls: a point slower than a larger call was stalled).
   double time_s(const std::string& op, double bytes) const;
+  // The Gloo engine's algorithm switch the setting's sweep measured at start-up
+  // (EXDYNA_GLOO_LOG_BELOW's "ALLREDUCE,ALLGATHER" bytes); the cells take it instead of measuring
+  // their own, so they run the algorithms the sweep timed. Empty: the cells measure.
+  std::string gloo_log_below;
 
  private:
   std::map<std::string, std::map<double, double>> points_;  // as measured

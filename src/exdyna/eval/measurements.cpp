@@ -180,6 +180,7 @@ std::vector<CommPoint> read_comm(const fs::path& path) {
     p.op = t.text(r, "op");
     p.bytes = t.num(r, "bytes");
     p.time_s = t.num(r, "time_s");
+    p.algorithm = t.has("algorithm") ? t.text(r, "algorithm") : "ring";
     if (p.workers < 1 || !(p.bandwidth_bps > 0) || !(p.bytes >= 0) || !(p.time_s > 0))
       throw DataError(detail::concat(path.string(), " line ", t.line(r),
                                      ": expected workers >= 1, bandwidth_bps > 0, bytes >= 0 and "

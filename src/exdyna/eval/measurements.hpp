@@ -67,6 +67,9 @@ struct CommPoint {
   double bandwidth_bps = 0, delay_us = 0;
   std::string op;  // allreduce, allgather-padded, allgather-exact, broadcast
   double bytes = 0, time_s = 0;
+  // What the engine ran: ring (also every operation without a choice), bcube or bruck (log2 W
+  // rounds; `bench comm`'s last column). Absent in an older comm.csv: ring.
+  std::string algorithm = "ring";
 };
 
 // A collective's time does not fall as its size grows, so a sweep point slower than a larger size

@@ -187,10 +187,18 @@ const char* kModelMethod =
     "Collectives, W ranks, m bytes per rank: ring all-reduce 2(W-1)a + 2(W-1)/W m b; ring "
     "all-gather (W-1)a + (W-1) m b; broadcast, as Gloo implements it (`gloo::broadcast`, a "
     "binomial "
-    "tree that forwards the whole message in each round), ceil(log2 W)(a + m b). a and b are "
-    "fitted per (op, link rate) by least squares on relative residuals. At a rate that was not "
+    "tree that forwards the whole message in each round), ceil(log2 W)(a + m b); below the Gloo "
+    "engine's algorithm switch (measured when each job starts), bcube all-reduce 2 ceil(log2 W) "
+    "a + 2(W-1)/W m b and Bruck all-gather ceil(log2 W) a + (W-1) m b. a and b are "
+    "fitted per (op, link rate) by least squares on relative residuals, each sweep point under "
+    "the form of the algorithm that ran it (comm.csv's algorithm column); a prediction takes the "
+    "cheaper form, as the switch does. At a rate that was not "
     "measured (100 Gbit/s), b is the nearest measured rate's b scaled by the rate ratio, i.e. the "
-    "fitted link efficiency (wire time per byte / b) is assumed to carry over, and a is kept.\n\n"
+    "fitted link efficiency (wire time per byte / b) is assumed to carry over, and a is kept. "
+    "The fitted a is mostly W processes waiting for the machine's shared cores; model.csv's "
+    "stated_* columns and the scale figures replace it by a stated per-message latency "
+    "(30 us: one small TCP message between two machines of a datacenter network) for W the "
+    "machine cannot host.\n\n"
     "Iteration = compute + selection + other non-communication + communication, with: selection "
     "= per-element cost x n_g/W for ExDyna (its partition), x n_g for the others (CLT-k's leader "
     "selects over n_g while the others wait), + a cost per value x G ceil(log2 W) for the "
@@ -217,7 +225,8 @@ std::string model_md(const ScaleModel& model) {
      << "| op | link | delay (us) | alpha (us) | 1/beta (MB/s) | link efficiency | beta from | "
         "points | rel. RMS |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : model.links())
-    os << "| " << f.op << " | " << rate_text(f.bandwidth_bps) << " | " << num_text(f.delay_us)
+    os << "| " << f.op << (f.log_algorithm.empty() ? "" : " (ring + " + f.log_algorithm + ")")
+       << " | " << rate_text(f.bandwidth_bps) << " | " << num_text(f.delay_us)
        << " | " << fmt("%.1f", f.alpha_s * 1e6) << " | "
        << (f.beta_s_per_byte > 0 ? fmt("%.1f", 1e-6 / f.beta_s_per_byte) : "—") << " | "
        << fmt("%.2f", f.link_efficiency) << " | "

@@ -313,8 +313,12 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
   f.title = "Scale model: iteration time against workers at " + rate_text(bandwidth_bps) +
             " (d = " + num_text(s.density) + ", n_g = " + std::to_string(s.n_g) + ")";
   f.caption =
-      "Lines: predicted iteration time (model.csv); points: measured (cells.csv), where "
-      "this rate was measured.";
+      "Lines: predicted iteration time with a stated per-message latency of " +
+      num_text(kStatedAlphaS * 1e6) +
+      " us (model.csv's stated_iter_ms: W machines, not W processes sharing this machine's "
+      "cores); points: measured (cells.csv), where this rate was measured, which include the "
+      "emulation's larger per-message cost (model.csv's pred_iter_ms and the model's error table "
+      "use that fitted latency).";
   std::ostringstream os;
   os << "workers";
   for (const auto& l : labels) os << ",model " << l;
@@ -324,8 +328,10 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
     os << w;
     for (const auto& l : labels)
       os << ','
-         << num_text(
-                model.predict(l, w, bandwidth_bps, s.density, static_cast<double>(s.n_g)).iter_ms);
+         << num_text(model
+                        .predict(l, w, bandwidth_bps, s.density, static_cast<double>(s.n_g),
+                                 Latency::kStated)
+                        .iter_ms);
     for (const auto& l : labels) {
       const auto it = meas.find({l, w});
       os << ',' << (it == meas.end() ? "nan" : num_text(it->second));

@@ -34,6 +34,10 @@ std::pair<double, double> regressors(CostForm form, int w, double m) {
     }
     case CostForm::kPairwiseAlltoall:  // W - 1 rounds of m / W (m: what one rank sends in all)
       return {W - 1, (W - 1) / W * m};
+    case CostForm::kBcubeAllreduce:
+      return {2 * ceil_log2(w), 2 * (W - 1) / W * m};
+    case CostForm::kBruckAllgather:
+      return {ceil_log2(w), (W - 1) * m};
   }
   return {0, 0};
 }
@@ -51,9 +55,16 @@ double log_distance(double a, double b) {
 
 }  // namespace
 
-CostForm cost_form(std::string_view op) {
+CostForm cost_form(std::string_view op, std::string_view algorithm) {
+  const bool gather = op == "allgather-padded" || op == "allgather-exact";
+  if (op == "allreduce" && algorithm == "bcube") return CostForm::kBcubeAllreduce;
+  if (gather && algorithm == "bruck") return CostForm::kBruckAllgather;
+  if (algorithm != "ring")
+    throw DataError(detail::concat("comm.csv: algorithm '", algorithm, "' of op '", op,
+                                   "' is not known; expected ring, or bcube for allreduce, bruck "
+                                   "for the all-gathers"));
   if (op == "allreduce") return CostForm::kRingAllreduce;
-  if (op == "allgather-padded" || op == "allgather-exact") return CostForm::kRingAllgather;
+  if (gather) return CostForm::kRingAllgather;
   if (op == "broadcast") return CostForm::kBinomialBroadcast;
   if (op == "alltoall") return CostForm::kPairwiseAlltoall;
   throw DataError(detail::concat("comm.csv: op '", op,
@@ -191,6 +202,16 @@ LabelCost fit_label_cost(const std::string& label, const std::vector<const Measu
   return lc;
 }
 
+// One call of op under the ring form, or the log-round form where the engine also ran that for op
+// and it is cheaper (the engine's switch picks the faster of the two). f may be another op's
+// fit on the same link (borrowed): then the ring form alone.
+double cheaper_form(std::string_view op, const LinkFit& f, double alpha, double beta, int workers,
+                    double bytes) {
+  const double ring = collective_time(cost_form(op), alpha, beta, workers, bytes);
+  if (f.log_algorithm.empty() || f.op != op) return ring;
+  return std::min(ring, collective_time(cost_form(op, f.log_algorithm), alpha, beta, workers, bytes));
+}
+
 }  // namespace
 
 SelectCost LabelCost::select_at(double density) const {
@@ -203,10 +224,12 @@ SelectCost LabelCost::select_at(double density) const {
 
 std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
   std::map<std::tuple<std::string, double, double>, std::vector<Row>> groups;
+  std::map<std::tuple<std::string, double, double>, std::string> log_algorithm;
   for (const auto& p : points)
     if (p.workers > 1) {
-      const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+      const auto [xa, xb] = regressors(cost_form(p.op, p.algorithm), p.workers, p.bytes);
       groups[{p.op, p.bandwidth_bps, p.delay_us}].push_back({xa, xb, p.time_s});
+      if (p.algorithm != "ring") log_algorithm[{p.op, p.bandwidth_bps, p.delay_us}] = p.algorithm;
     }
   std::vector<LinkFit> out;
   std::vector<std::vector<Row>> kept;
@@ -215,6 +238,7 @@ std::vector<LinkFit> fit_links(const std::vector<CommPoint>& points) {
     f.op = std::get<0>(key);
     f.bandwidth_bps = std::get<1>(key);
     f.delay_us = std::get<2>(key);
+    f.log_algorithm = log_algorithm[key];
     robust_solve(rows, -1, f.alpha_s, f.beta_s_per_byte);
     f.points = static_cast<int>(rows.size());
     out.push_back(f);
@@ -256,7 +280,7 @@ std::vector<LinkFit> fit_alpha_per_workers(const std::vector<CommPoint>& points,
     for (const auto& p : points)
       if (p.op == f.op && p.bandwidth_bps == f.bandwidth_bps && p.delay_us == f.delay_us &&
           p.workers > 1) {
-        const auto [xa, xb] = regressors(cost_form(p.op), p.workers, p.bytes);
+        const auto [xa, xb] = regressors(cost_form(p.op, p.algorithm), p.workers, p.bytes);
         by_w[p.workers].push_back({xa, xb, p.time_s});
         if (p.bytes >= kLargeMessageBytes) large_by_w[p.workers].push_back({xa, xb, p.time_s});
       }
@@ -389,12 +413,12 @@ double ScaleModel::collective_s(std::string_view op, int workers, double bandwid
       if (g.op == f.op && g.workers == workers && g.bandwidth_bps == bandwidth_bps &&
           g.min_bytes <= bytes && (!at_w || g.min_bytes > at_w->min_bytes))
         at_w = &g;
-    if (at_w)
-      return collective_time(cost_form(op), at_w->alpha_s, at_w->beta_s_per_byte, workers, bytes);
+    if (at_w) return cheaper_form(op, *at_w, at_w->alpha_s, at_w->beta_s_per_byte, workers, bytes);
   }
   // At an unmeasured rate the fitted link efficiency carries over: beta scales with 1 / rate.
   const double beta = f.beta_s_per_byte * f.bandwidth_bps / bandwidth_bps;
-  return collective_time(cost_form(op), f.alpha_s, beta, workers, bytes);
+  const double alpha = latency == Latency::kStated ? kStatedAlphaS : f.alpha_s;
+  return cheaper_form(op, f, alpha, beta, workers, bytes);
 }
 
 const ScaleModel::ShapeAt& ScaleModel::shape(const std::string& label, int workers,
@@ -503,16 +527,19 @@ double ScaleModel::sent_ratio(const std::string& label, int workers, double dens
 
 std::string ScaleModel::model_csv() const {
   std::ostringstream os;
-  os << "label,workers,bandwidth_bps,density,n_g,pred_iter_ms,pred_select_ms,pred_comm_ms\n";
+  os << "label,workers,bandwidth_bps,density,n_g,pred_iter_ms,pred_select_ms,pred_comm_ms,"
+        "stated_alpha_us,stated_iter_ms,stated_comm_ms\n";
   std::set<std::tuple<std::string, double, std::int64_t>> settings;
   for (const auto& c : cells_) settings.insert({c.label, c.density, c.n_g});
   for (const auto& [label, d, ng] : settings)
     for (const double b : {1e9, 1e10, 1e11})
       for (int w = 2; w <= 256; w *= 2) {
         const auto p = predict(label, w, b, d, static_cast<double>(ng));
+        const auto q = predict(label, w, b, d, static_cast<double>(ng), Latency::kStated);
         os << label << ',' << w << ',' << num_text(b) << ',' << num_text(d) << ',' << ng << ','
            << num_text(p.iter_ms) << ',' << num_text(p.select_ms) << ',' << num_text(p.comm_ms)
-           << '\n';
+           << ',' << num_text(kStatedAlphaS * 1e6) << ',' << num_text(q.iter_ms) << ','
+           << num_text(q.comm_ms) << '\n';
       }
   return os.str();
 }
@@ -521,7 +548,7 @@ std::string ScaleModel::fit_csv() const {
   std::ostringstream os;
   os << "kind,name,workers,bandwidth_bps,delay_us,alpha_s,beta_s_per_byte,link_efficiency,"
         "select_s_per_element,rest_s_per_element,compute_ms,points,rel_rms,beta_from,"
-        "rest_s_per_value,min_bytes\n";
+        "rest_s_per_value,min_bytes,log_algorithm\n";
   std::vector<LinkFit> all = links_;
   all.insert(all.end(), per_w_.begin(), per_w_.end());
   for (const auto& f : all)
@@ -529,11 +556,11 @@ std::string ScaleModel::fit_csv() const {
        << num_text(f.bandwidth_bps) << ',' << num_text(f.delay_us) << ',' << num_text(f.alpha_s)
        << ',' << num_text(f.beta_s_per_byte) << ',' << num_text(f.link_efficiency) << ",,,,"
        << f.points << ',' << num_text(f.rel_rms) << ',' << f.beta_from << ",,"
-       << num_text(f.min_bytes) << '\n';
+       << num_text(f.min_bytes) << ',' << f.log_algorithm << '\n';
   for (const auto& c : costs_)
     os << "label," << c.label << ",,,,,,," << num_text(c.select_s_per_element) << ','
        << num_text(c.rest_s_per_element) << ',' << num_text(c.compute_ms) << ',' << c.points
-       << ",,," << num_text(c.rest_s_per_value) << ",\n";
+       << ",,," << num_text(c.rest_s_per_value) << ",,\n";
   return os.str();
 }
 

@@ -8,6 +8,12 @@
 //   all-gather  (ring, gloo::allgather / allgatherv)          (W-1) alpha + (W-1) m beta
 //   broadcast   (binomial tree, gloo::broadcast: the whole message in each of ceil(log2 W) rounds)
 //               ceil(log2 W) (alpha + m beta)
+// and, where the engine ran them below its algorithm switch (comm.csv's algorithm column):
+//   all-reduce  (bcube: reduce-scatter and all-gather of ceil(log2 W) rounds each)
+//               2 ceil(log2 W) alpha + 2(W-1)/W m beta
+//   all-gather  (Bruck)                                      ceil(log2 W) alpha + (W-1) m beta
+// Each sweep point is fitted under the form of the algorithm that ran it; a prediction takes the
+// cheaper of the op's forms the sweep saw, as the engine's switch does.
 // alpha and beta are fitted by least squares on relative residuals (so 4 KiB calls, which fix
 // alpha, weigh as much as 64 MiB calls, which fix beta), per (op, bandwidth, delay); an op whose
 // sweep does not pin beta takes the link's beta from another op (LinkFit::beta_from). At a rate
@@ -25,12 +31,20 @@
 
 namespace exdyna::eval {
 
-enum class CostForm { kRingAllreduce, kRingAllgather, kBinomialBroadcast, kPairwiseAlltoall };
+enum class CostForm {
+  kRingAllreduce,
+  kRingAllgather,
+  kBinomialBroadcast,
+  kPairwiseAlltoall,
+  kBcubeAllreduce,
+  kBruckAllgather
+};
 
-// allreduce -> ring all-reduce, allgather-padded / allgather-exact -> ring all-gather, broadcast ->
-// binomial broadcast, alltoall -> pairwise exchange (W - 1 rounds; its size is what one rank sends
-// in all); anything else throws DataError naming the op.
-CostForm cost_form(std::string_view op);
+// allreduce -> ring all-reduce (bcube: bcube all-reduce), allgather-padded / allgather-exact ->
+// ring all-gather (bruck: Bruck all-gather), broadcast -> binomial broadcast, alltoall -> pairwise
+// exchange (W - 1 rounds; its size is what one rank sends in all); anything else throws DataError
+// naming the op or the algorithm.
+CostForm cost_form(std::string_view op, std::string_view algorithm = "ring");
 // Seconds of one call under the form.
 double collective_time(CostForm form, double alpha_s, double beta_s_per_byte, int workers,
                        double bytes_per_rank);
@@ -49,6 +63,9 @@ struct LinkFit {
   // Empty when beta was fitted from this op's own sweep; else the op on the same link whose beta
   // was taken (this op's sizes did not pin it, or gave a beta faster than the wire).
   std::string beta_from;
+  // The log-round algorithm the engine ran at some sizes of this op ("bcube", "bruck"; empty:
+  // the ring only); predictions take the cheaper of the two forms.
+  std::string log_algorithm;
 };
 
 // Where W ranks share fewer cores than W (emulated hosts on one machine), a call's latency grows
@@ -118,7 +135,14 @@ struct Prediction {
 // Which collective fit a prediction uses: the link's pooled alpha-beta (the scale model proper,
 // also for W that were not measured), or where this W was measured at this rate the alpha and beta
 // fitted at this W (what the emulation's links did there, core sharing included).
-enum class Latency { kPooled, kAtMeasuredWorkers };
+// kStated: the link's fitted beta with a stated per-message latency instead of the fitted alpha
+// (ScaleModel::stated_alpha_s): the emulation's alpha is mostly W processes waiting for 2 shared
+// cores, which grows with W and would not carry over to W machines.
+enum class Latency { kPooled, kAtMeasuredWorkers, kStated };
+
+// The stated per-message latency of kStated: one small TCP message between two machines on a
+// datacenter network (kernel stack both ends, a switch or two), as Gloo sends it.
+inline constexpr double kStatedAlphaS = 30e-6;
 
 class ScaleModel {
  public:
@@ -140,7 +164,8 @@ class ScaleModel {
   const std::vector<LabelCost>& costs() const { return costs_; }
   std::vector<std::string> labels() const;
 
-  // model.csv for W = 2, 4, ..., 256 at 1, 10, 100 Gbit/s, each measured (label, density, n_g).
+  // model.csv for W = 2, 4, ..., 256 at 1, 10, 100 Gbit/s, each measured (label, density, n_g):
+  // pred_* with the fitted alpha (kPooled), stated_* with kStatedAlphaS (kStated).
   std::string model_csv() const;
   // model_fit.csv: one row per link fit, then one per label.
   std::string fit_csv() const;

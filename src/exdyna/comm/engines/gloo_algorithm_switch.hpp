@@ -21,7 +21,7 @@ namespace exdyna::comm {
 std::optional<Communicator::AlgorithmSwitch> parse_algorithm_switch(const std::string& s);
 
 // The switch from a short sweep on ctx (every rank calls it, at the same point): per operation,
-// result sizes of 1K, 4K, ..., 256K bytes, each algorithm timed three times (best kept), until the
+// result sizes of 1K, 4K, ..., 1M bytes, each algorithm timed three times (best kept), until the
 // ring is at least as fast as the log-round algorithm; the switch is the first size where it is
 // (twice the largest size where the log rounds win everywhere), so the latency-bound sizes take
 // log2 W rounds and the rest the ring. The sweep stops early once a call takes 50 ms, where both

@@ -1,6 +1,7 @@
 #include "exdyna/comm/engines/gloo_algorithms.hpp"
 
 #include <gloo/allgatherv.h>
+#include <gloo/transport/context.h>
 #include <gloo/types.h>
 
 #include <algorithm>
@@ -49,6 +50,17 @@ void bruck_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, std::uint32_t
 }
 
 }  // namespace
+
+void set_wait_timeout(::gloo::Context& ctx, std::chrono::milliseconds timeout) {
+  // The transport context is a protected member of gloo::Context, reached through a derived
+  // class's pointer to member.
+  struct Access : ::gloo::Context {
+    static std::shared_ptr<::gloo::transport::Context>& transport(::gloo::Context& c) {
+      return c.*(&Access::transportContext_);
+    }
+  };
+  if (auto& t = Access::transport(ctx)) t->setTimeout(timeout);
+}
 
 const char* allreduce_name(GlooAlgorithm a) { return a == GlooAlgorithm::kRing ? "ring" : "bcube"; }
 const char* allgather_name(GlooAlgorithm a) { return a == GlooAlgorithm::kRing ? "ring" : "bruck"; }

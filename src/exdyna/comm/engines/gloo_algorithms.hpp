@@ -22,12 +22,17 @@ enum class GlooAlgorithm { kRing, kLog };
 const char* allreduce_name(GlooAlgorithm a);  // "ring" | "bcube"
 const char* allgather_name(GlooAlgorithm a);  // "ring" | "bruck"
 
+// Gloo's bcube waits without a timeout of its own, i.e. with the transport's default (the mesh
+// set-up's, 30 s or more); this sets that default to the call's, so a dead peer ends it in time.
+void set_wait_timeout(::gloo::Context& ctx, std::chrono::milliseconds timeout);
+
 // In-place all-reduce of n elements with reduce (gloo::allreduce's contract). Every rank ends with
 // the same bits on both algorithms: each element is reduced on one rank, then copied to the others.
 template <typename T>
 void gloo_allreduce(const std::shared_ptr<::gloo::Context>& ctx, std::uint32_t tag,
                     std::chrono::milliseconds timeout, T* data, std::size_t n,
                     const ::gloo::AllreduceOptions::Func& reduce, GlooAlgorithm a) {
+  set_wait_timeout(*ctx, timeout);
   ::gloo::AllreduceOptions o(ctx);
   o.setTag(tag);
   o.setTimeout(timeout);
