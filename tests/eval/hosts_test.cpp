@@ -88,7 +88,7 @@ TEST(Matrix, AutoWarmupCoversTheRotatingRoles) {
   const CellSpec ex{variant_for("exdyna-exact"), 8, 1'000'000'000, 0.001};
   const CellSpec topk{variant_for("topk"), 8, 1'000'000'000, 0.001};
   EXPECT_EQ(warmup_for(o, ex), 9);
-  EXPECT_EQ(warmup_for(o, topk), 3);
+  EXPECT_EQ(warmup_for(o, topk), 2);
   EXPECT_EQ(warmup_for(o, CellSpec{variant_for("cltk"), 4, 1'000'000'000, 0.01}), 5);
   // At 2 workers the roles' W + 1 is under the 3 iterations every rank needs to settle.
   EXPECT_EQ(warmup_for(o, CellSpec{variant_for("exdyna-paper"), 2, 1'000'000'000, 0.01}), 3);

@@ -200,7 +200,7 @@ TEST_F(Efficiency, CommandsSelectEachVariant) {
             std::string::npos);
   EXPECT_NE(joined("topk", o).find("--sparsifier topk --workers 2"), std::string::npos);
   EXPECT_NE(joined("topk", o).find("--no-plots --no-progress"), std::string::npos);
-  EXPECT_NE(joined("topk", o).find("--epochs 6 "), std::string::npos);  // the CNN's default
+  EXPECT_NE(joined("topk", o).find("--epochs 4 "), std::string::npos);  // the CNN's default
   o.workload = "lstm";
   EXPECT_NE(joined("dense", o).find("--model lstm --dataset text"), std::string::npos);
   EXPECT_NE(joined("dense", o).find("--epochs 3 "), std::string::npos);  // the LSTM's default

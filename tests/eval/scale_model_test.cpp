@@ -440,10 +440,10 @@ TEST(ScaleModel, SelectionSeparatesTheScanFromTheUnionOfTheGatheredLists) {
 
 TEST(ScaleModel, WritesModelForEveryLabelWorkerCountAndRate) {
   const auto m = fixture_model();
-  const auto t = CsvTable::parse(m.model_csv(), "model.csv",
-                                 {"label", "workers", "bandwidth_bps", "density", "n_g",
-                                  "pred_iter_ms", "pred_select_ms", "pred_comm_ms",
-                                  "stated_alpha_us", "stated_iter_ms", "stated_comm_ms"});
+  const auto t = CsvTable::parse(
+      m.model_csv(), "model.csv",
+      {"label", "workers", "bandwidth_bps", "density", "n_g", "pred_iter_ms", "pred_select_ms",
+       "pred_comm_ms", "stated_alpha_us", "stated_iter_ms", "stated_comm_ms"});
   EXPECT_EQ(t.rows(), 4u * 8 * 3);  // 4 labels x W = 2..256 x 3 rates
   const auto f = CsvTable::parse(m.fit_csv(), "model_fit.csv", {"kind", "name", "alpha_s"});
   // pooled fits, alpha at each W, the same from 1 MiB up (the fixture sweeps to 64 MiB), labels

@@ -206,8 +206,8 @@ const BenchOp kOps[] = {
      [](OpRun& op) { op.c.allreduce_sum(std::span<float>(op.f)); }, check_allreduce},
     {"allgather-padded", true, allgather_factor, setup_allgather,
      run_allgather<comm::GatherMode::kPadded>, check_allgather},
-    {"allgather-exact", true, allgather_factor, setup_allgather, run_allgather<comm::GatherMode::kExact>,
-     check_allgather},
+    {"allgather-exact", true, allgather_factor, setup_allgather,
+     run_allgather<comm::GatherMode::kExact>, check_allgather},
     {"broadcast", false, one, setup_broadcast,
      [](OpRun& op) { op.c.broadcast_values(std::span<float>(op.f), 0); }, check_broadcast},
     {"alltoall", false, allgather_factor, setup_alltoall, run_alltoall, check_alltoall},
@@ -257,10 +257,10 @@ void print_header(const BenchCommOptions& o, const comm::Communicator& c) {
       "# time: mean over ranks of the %s per call; algbw = size / time; busbw: see --help\n",
       o.stat.c_str());
   if (const auto s = c.algorithm_switch())
-    std::printf("# auto: log2 W rounds below %lld B (all-reduce), %lld B (all-gather); the ring "
-                "above\n",
-                static_cast<long long>(s->allreduce_below),
-                static_cast<long long>(s->allgather_below));
+    std::printf(
+        "# auto: log2 W rounds below %lld B (all-reduce), %lld B (all-gather); the ring "
+        "above\n",
+        static_cast<long long>(s->allreduce_below), static_cast<long long>(s->allgather_below));
   std::printf("#%13s %12s %-17s %11s %12s %12s %7s %9s\n", "size(B)", "count", "op", "time(us)",
               "algbw(GB/s)", "busbw(GB/s)", "wrong", "algorithm");
   std::fflush(stdout);
@@ -329,8 +329,8 @@ void bench_rank(const BenchCommOptions& o, comm::Communicator& c) {
   if (print) print_header(o, c);
   const auto own = c.algorithm_switch();
   for (const auto& a : o.algorithms)
-    EXDYNA_CHECK_ARG(a == "auto" || own, "--algorithm ", a, " is not valid on the ",
-                     c.engine(), " engine, which has no choice of algorithm; expected auto");
+    EXDYNA_CHECK_ARG(a == "auto" || own, "--algorithm ", a, " is not valid on the ", c.engine(),
+                     " engine, which has no choice of algorithm; expected auto");
   OpRun op(c);
   op.balanced = o.balanced;
   Totals totals;

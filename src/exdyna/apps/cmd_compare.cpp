@@ -278,7 +278,7 @@ void add_compare_command(CLI::App& app, Action& action) {
                    ->capture_default_str();
   sub->add_option("--warmup", a.warmup,
                   "iterations per cell run before measuring; -1: auto (workers + 1 for ExDyna and "
-                  "CLT-k, whose roles rotate over the workers, at least 3; else 3)")
+                  "CLT-k, whose roles rotate over the workers, at least 3; else 2)")
       ->capture_default_str();
   sub->add_option("--delay", a.delay, "one-way delay of each link (needs sch_netem)")
       ->capture_default_str();

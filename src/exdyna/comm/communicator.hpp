@@ -101,9 +101,9 @@ class Communicator {
   void allreduce_sum_device(float* data, std::size_t n);
 
   // Engines with a choice of algorithm (Gloo) run a collective whose result is smaller than these
-  // byte counts with an algorithm of log2 W rounds (bcube all-reduce, Bruck all-gather) and a larger
-  // one with the ring (W - 1 rounds or more, each message smaller). The others have no choice:
-  // algorithm_switch() is empty and set_algorithm_switch() refused.
+  // byte counts with an algorithm of log2 W rounds (bcube all-reduce, Bruck all-gather) and a
+  // larger one with the ring (W - 1 rounds or more, each message smaller). The others have no
+  // choice: algorithm_switch() is empty and set_algorithm_switch() refused.
   struct AlgorithmSwitch {
     std::int64_t allreduce_below = 0;  // bytes of the reduced vector; 0: always the ring
     std::int64_t allgather_below = 0;  // bytes of the gathered result (every rank's part)

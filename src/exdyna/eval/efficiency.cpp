@@ -76,7 +76,7 @@ void validate(const EfficiencyOptions& o) {
 
 int epochs_of(const EfficiencyOptions& o) {
   if (o.epochs > 0) return o.epochs;
-  return o.workload == "lstm" ? 3 : 6;
+  return o.workload == "lstm" ? 3 : 4;
 }
 
 std::vector<std::string> train_command(const EfficiencyOptions& o, const std::string& label,

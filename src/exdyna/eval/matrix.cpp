@@ -304,7 +304,7 @@ CommTable table_of(const std::vector<std::string>& rows) {
 int warmup_for(const MatrixOptions& o, const CellSpec& c) {
   if (o.warmup >= 0) return o.warmup;
   const bool rotates = c.variant.sparsifier == "exdyna" || c.variant.sparsifier == "cltk";
-  return rotates ? std::max(c.workers + 1, 3) : 3;
+  return rotates ? std::max(c.workers + 1, 3) : 2;
 }
 
 namespace {

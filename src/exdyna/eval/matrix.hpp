@@ -87,8 +87,9 @@ struct CellSpec {
 };
 
 // The warm-up iterations of a cell: o.warmup, or with auto W + 1 for the sparsifiers whose work
-// rotates over the workers, ExDyna (partitions) and CLT-k (the leader), and 3 for the others
-// (at n_g = 25.6M a rank's CPU time per step still falls over its first 3 iterations). A
+// rotates over the workers, ExDyna (partitions) and CLT-k (the leader), and 2 for the others (at
+// n_g = 25.6M a rank's CPU time per step falls over its first 2-3 iterations; the median of the
+// measured ones sets aside a third that is still slow). A
 // worker's first turn at a role costs it more (its buffers grow: CLT-k's leader ~0.75 s of CPU the
 // first time, ~0.15 s later, at 25.6M), and the slowest worker sets an iteration's pace.
 int warmup_for(const MatrixOptions& o, const CellSpec& c);

@@ -173,7 +173,7 @@ const char* kMethod =
     "by core sharing. A cell's non-communication time is therefore, per iteration, the CPU time "
     "of the slowest rank's step (for CLT-k the leader) less the CPU time it spent inside "
     "collectives, its selection time that rank's CPU time in the select phases, the median "
-    "over the measured iterations (after a warm-up: 3 iterations, W + 1 where roles rotate); "
+    "over the measured iterations (after a warm-up: 2 iterations, W + 1 where roles rotate); "
     "its communication time is, for each "
     "collective the step made, the time the sweep measured for that operation and size on the "
     "same shaped links (the median of 5 calls per size, more below 1 MiB, interpolated between "
@@ -197,8 +197,8 @@ const char* kModelMethod =
     "fitted link efficiency (wire time per byte / b) is assumed to carry over, and a is kept. "
     "The fitted a is mostly W processes waiting for the machine's shared cores; model.csv's "
     "stated_* columns and the scale figures replace it by a stated per-message latency "
-    "(30 us: one small TCP message between two machines of a datacenter network) for W the "
-    "machine cannot host.\n\n"
+    "(stated_alpha_us: one small TCP message between two machines of a datacenter network) for "
+    "W the machine cannot host.\n\n"
     "Iteration = compute + selection + other non-communication + communication, with: selection "
     "= per-element cost x n_g/W for ExDyna (its partition), x n_g for the others (CLT-k's leader "
     "selects over n_g while the others wait), + a cost per value x G ceil(log2 W) for the "
@@ -226,8 +226,8 @@ std::string model_md(const ScaleModel& model) {
         "points | rel. RMS |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : model.links())
     os << "| " << f.op << (f.log_algorithm.empty() ? "" : " (ring + " + f.log_algorithm + ")")
-       << " | " << rate_text(f.bandwidth_bps) << " | " << num_text(f.delay_us)
-       << " | " << fmt("%.1f", f.alpha_s * 1e6) << " | "
+       << " | " << rate_text(f.bandwidth_bps) << " | " << num_text(f.delay_us) << " | "
+       << fmt("%.1f", f.alpha_s * 1e6) << " | "
        << (f.beta_s_per_byte > 0 ? fmt("%.1f", 1e-6 / f.beta_s_per_byte) : "—") << " | "
        << fmt("%.2f", f.link_efficiency) << " | "
        << (f.beta_from.empty() ? std::string("own sweep") : f.beta_from) << " | " << f.points

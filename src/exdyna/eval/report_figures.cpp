@@ -329,9 +329,9 @@ Figure model_curves_figure(const std::vector<MeasuredCell>& cells, const ScaleMo
     for (const auto& l : labels)
       os << ','
          << num_text(model
-                        .predict(l, w, bandwidth_bps, s.density, static_cast<double>(s.n_g),
-                                 Latency::kStated)
-                        .iter_ms);
+                         .predict(l, w, bandwidth_bps, s.density, static_cast<double>(s.n_g),
+                                  Latency::kStated)
+                         .iter_ms);
     for (const auto& l : labels) {
       const auto it = meas.find({l, w});
       os << ',' << (it == meas.end() ? "nan" : num_text(it->second));

@@ -209,7 +209,8 @@ double cheaper_form(std::string_view op, const LinkFit& f, double alpha, double 
                     double bytes) {
   const double ring = collective_time(cost_form(op), alpha, beta, workers, bytes);
   if (f.log_algorithm.empty() || f.op != op) return ring;
-  return std::min(ring, collective_time(cost_form(op, f.log_algorithm), alpha, beta, workers, bytes));
+  return std::min(ring,
+                  collective_time(cost_form(op, f.log_algorithm), alpha, beta, workers, bytes));
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ template <typename Run>
 std::int64_t sweep(const std::shared_ptr<::gloo::Context>& ctx, std::chrono::milliseconds timeout,
                    std::uint32_t& tag, Run&& run) {
   constexpr std::array<std::int64_t, 6> kSizes{1 << 10, 1 << 12, 1 << 14,
-                                                1 << 16, 1 << 18, 1 << 20};
+                                               1 << 16, 1 << 18, 1 << 20};
   run(kSizes[0], GlooAlgorithm::kRing, tag++);  // warm-up: connections, allocations
   run(kSizes[0], GlooAlgorithm::kLog, tag++);
   for (const auto bytes : kSizes) {

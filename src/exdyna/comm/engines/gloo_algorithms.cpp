@@ -62,8 +62,12 @@ void set_wait_timeout(::gloo::Context& ctx, std::chrono::milliseconds timeout) {
   if (auto& t = Access::transport(ctx)) t->setTimeout(timeout);
 }
 
-const char* allreduce_name(GlooAlgorithm a) { return a == GlooAlgorithm::kRing ? "ring" : "bcube"; }
-const char* allgather_name(GlooAlgorithm a) { return a == GlooAlgorithm::kRing ? "ring" : "bruck"; }
+const char* allreduce_name(GlooAlgorithm a) {
+  return a == GlooAlgorithm::kRing ? "ring" : "bcube";
+}
+const char* allgather_name(GlooAlgorithm a) {
+  return a == GlooAlgorithm::kRing ? "ring" : "bruck";
+}
 
 void gloo_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, std::uint32_t tag,
                      std::chrono::milliseconds timeout, const void* mine,
@@ -77,7 +81,8 @@ void gloo_allgatherv(const std::shared_ptr<::gloo::Context>& ctx, std::uint32_t 
   o.setTimeout(timeout);
   o.setInput(static_cast<std::uint8_t*>(const_cast<void*>(mine)),
              sizes[static_cast<std::size_t>(ctx->rank)]);
-  o.setOutput(static_cast<std::uint8_t*>(out), std::vector<std::size_t>(sizes.begin(), sizes.end()));
+  o.setOutput(static_cast<std::uint8_t*>(out),
+              std::vector<std::size_t>(sizes.begin(), sizes.end()));
   ::gloo::allgatherv(o);
 }
 

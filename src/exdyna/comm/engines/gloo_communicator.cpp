@@ -416,14 +416,16 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
 
   // The algorithm for a collective of `bytes` (its result), noted for last_algorithm().
   GlooAlgorithm for_allreduce(std::size_t bytes) {
-    const auto a = static_cast<std::int64_t>(bytes) < switch_.allreduce_below ? GlooAlgorithm::kLog
-                                                                            : GlooAlgorithm::kRing;
+    const auto a = static_cast<std::int64_t>(bytes) < switch_.allreduce_below
+                       ? GlooAlgorithm::kLog
+                       : GlooAlgorithm::kRing;
     last_ = allreduce_name(a);
     return a;
   }
   GlooAlgorithm for_allgather(std::size_t bytes) {
-    const auto a = static_cast<std::int64_t>(bytes) < switch_.allgather_below ? GlooAlgorithm::kLog
-                                                                            : GlooAlgorithm::kRing;
+    const auto a = static_cast<std::int64_t>(bytes) < switch_.allgather_below
+                       ? GlooAlgorithm::kLog
+                       : GlooAlgorithm::kRing;
     last_ = allgather_name(a);
     return a;
   }
