@@ -416,17 +416,15 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
 
   // The algorithm for a collective of `bytes` (its result), noted for last_algorithm().
   GlooAlgorithm for_allreduce(std::size_t bytes) {
-    const auto a = static_cast<std::int64_t>(bytes) < switch_.allreduce_below
-                       ? GlooAlgorithm::kLog
-                       : GlooAlgorithm::kRing;
-    last_ = allreduce_name(a);
-    return a;
+    return choose(bytes, switch_.allreduce_below, allreduce_name);
   }
   GlooAlgorithm for_allgather(std::size_t bytes) {
-    const auto a = static_cast<std::int64_t>(bytes) < switch_.allgather_below
-                       ? GlooAlgorithm::kLog
-                       : GlooAlgorithm::kRing;
-    last_ = allgather_name(a);
+    return choose(bytes, switch_.allgather_below, allgather_name);
+  }
+  GlooAlgorithm choose(std::size_t bytes, std::int64_t below, const char* (*name)(GlooAlgorithm)) {
+    const auto a =
+        static_cast<std::int64_t>(bytes) < below ? GlooAlgorithm::kLog : GlooAlgorithm::kRing;
+    last_ = name(a);
     return a;
   }
 
