@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""One rank of the DDP head-to-head (`exdyna compare --ddp`): trains a model with one DDP
-communication hook and writes rank 0's per-step CSV.
+"""One rank of the DDP head-to-head (`exdyna compare --ddp`): trains a model with each DDP
+communication hook in turn (--hook H --csv FILE, repeated: a fresh model from the same seed per
+hook, all in one process group, so torch is imported and the ranks meet once per setting) and
+writes rank 0's per-step CSV of each hook.
 
     torchrun --nnodes W --node_rank i --nproc_per_node 1 --master_addr HOST0 --master_port P \
-        examples/ddp_hooks.py --model lstm --hook exdyna-d0.01 --steps 200 --csv run.csv
+        examples/ddp_hooks.py --model lstm --steps 200 \
+        --hook allreduce --csv allreduce.csv --hook exdyna-d0.01 --csv exdyna.csv
 
 Models (Gloo, one thread per rank, the same seed on every rank):
   cnn   the small CNN of `exdyna train` on Fashion-MNIST (/usr/share/datasets/fashion-mnist),
@@ -29,13 +32,19 @@ thread spent inside the hook's calls this step; 0 for allreduce, whose hook is D
 wait_ms (step_ms - compute_ms - hook_ms, at least 0: waiting for communication), bytes (what this
 rank handed to collectives this step: exdyna's communicator count, the dense payload for
 allreduce, fp16 and bf16, PowerSGD's P and Q and uncompressed tensors), loss, and at every
---eval-every step acc (the model's accuracy, in [0, 1]). A failing rank prints the exception and
-exits 1; the driver records it.
+--eval-every step acc (the model's accuracy, in [0, 1]) and val_loss (its mean cross-entropy on the
+same held-out data: the LSTM's measure, whose accuracy stays near that of always predicting the
+commonest word for hundreds of steps). A run ends after --steps steps, or with --budget S at the
+first evaluation after S seconds of training (every rank stops after the same step). Each rank evaluates every W-th held-out example and the ranks add up their counts. Each
+CSV is written as FILE.part and renamed to FILE when its hook's run has ended, so FILE
+exists only for a finished run. A failing rank prints the exception and exits 1, leaving the hooks
+after it unrun; the driver records the failure and starts the rest again.
 """
 
 import argparse
 import collections
 import datetime
+import functools
 import glob
 import os
 import re
@@ -59,23 +68,34 @@ CORPUS = "/usr/share/doc/python3.11/html/_sources"
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["cnn", "lstm"], required=True)
-    p.add_argument("--hook", required=True, help="allreduce, fp16, bf16, powersgd-rN, "
-                   "exdyna-dX, exdyna-sync-dX")
+    p.add_argument("--hook", action="append", required=True, help="allreduce, fp16, bf16, "
+                   "powersgd-rN, exdyna-dX, exdyna-sync-dX (repeated: run in turn)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--calibrate", type=int, default=5, help="no_sync steps before training")
+    p.add_argument("--budget", type=float, default=0, help="stop a hook's run at the first "
+                   "evaluation after this many seconds of training (0: run every step)")
     p.add_argument("--batch", type=int, help="per rank (cnn 32, lstm 4)")
     p.add_argument("--lr", type=float, default=0.0, help="learning rate (cnn 0.05, lstm 20)")
     p.add_argument("--bptt", type=int, default=20)
     p.add_argument("--vocab", type=int, default=10000)
-    p.add_argument("--csv", required=True, help="rank 0's per-step CSV")
+    p.add_argument("--csv", action="append", required=True,
+                   help="rank 0's per-step CSV, one per --hook, in the same order")
     p.add_argument("--cache-dir", default="", help="where the corpus' word ids are cached")
     p.add_argument("--timeout", type=float, default=300, help="seconds a collective may block")
     a = p.parse_args(argv)
-    if a.steps < 1 or a.eval_every < 1 or a.calibrate < 1 or a.bptt < 2 or a.vocab < 100:
-        p.error("--steps, --eval-every, --calibrate >= 1, --bptt >= 2, --vocab >= 100")
+    if a.steps < 1 or a.eval_every < 1 or a.calibrate < 1 or a.bptt < 2 or a.vocab < 100 \
+            or not a.budget >= 0:
+        p.error("--steps, --eval-every, --calibrate >= 1, --bptt >= 2, --vocab >= 100, "
+                "--budget >= 0")
+    if len(a.csv) != len(a.hook):
+        p.error(f"{len(a.hook)} --hook but {len(a.csv)} --csv; expected one --csv per --hook")
     a.batch = a.batch or (32 if a.model == "cnn" else 4)
-    parse_hook(a.hook, a.steps)  # a bad name fails here, before any collective
+    for h in a.hook:
+        try:
+            parse_hook(h, a.steps)  # a bad name fails here, before any collective
+        except SystemExit as e:
+            p.error(str(e).removeprefix("ddp_hooks.py: "))
     return a
 
 
@@ -107,6 +127,8 @@ class WordLstm(nn.Module):
         return self.out(h)
 
 
+# Cached: the process trains one model per hook on the same data (nothing here writes to it).
+@functools.lru_cache(maxsize=None)
 def fashion(split):
     x = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")).copy())
     y = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-labels-idx1-ubyte.gz")).copy())
@@ -115,6 +137,7 @@ def fashion(split):
     return ((x - 0.2860) / 0.3530).unsqueeze(1), y
 
 
+@functools.lru_cache(maxsize=None)
 def corpus_ids(vocab, cache_dir):
     """The corpus as word ids (0: a word outside the vocabulary), cached: every rank reads it."""
     cache = os.path.join(cache_dir, f"lstm-corpus-v{vocab}.pt") if cache_dir else ""
@@ -170,15 +193,21 @@ class Task:
         out = model(batch[0])
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), batch[1].reshape(-1))
 
-    def accuracy(self):
+    def evaluate(self):
+        """This rank's share of the held-out data (every world-th example; the replicas are
+        equal, so the shares add up to the whole): [hits, summed cross-entropy, examples]."""
         self.net.eval()
         with torch.no_grad():
             if self.a.model == "cnn":
-                hit = (self.net(self.xte).argmax(1) == self.yte).float().mean()
+                x, y = self.xte[self.rank::self.world], self.yte[self.rank::self.world]
             else:
-                hit = (self.net(self.test[:, :-1]).argmax(-1) == self.test[:, 1:]).float().mean()
+                share = self.test[self.rank::self.world]
+                x, y = share[:, :-1], share[:, 1:]
+            out = self.net(x)
+            hits = (out.argmax(-1) == y).sum()
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="sum")
         self.net.train()
-        return float(hit)
+        return [float(hits), float(loss), float(y.numel())]
 
     def clip(self):
         if self.a.model == "lstm":
@@ -191,11 +220,12 @@ class Task:
 
 
 def register(model, kind, param, steps, n_params, clock):
-    """Registers the hook, its call time added to clock[0]; returns (bytes of a step, meta)."""
+    """Registers the hook, its call time added to clock[0]; returns (bytes of a step, meta, the
+    hook's state)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     meta = {}
     if kind == "allreduce":
-        return (lambda step: 4 * n_params), meta
+        return (lambda step: 4 * n_params), meta, None
     if kind in ("fp16", "bf16"):
         state, hook = None, getattr(default_hooks, f"{kind}_compress_hook")
         per_step = lambda step: 2 * n_params  # noqa: E731
@@ -225,7 +255,7 @@ def register(model, kind, param, steps, n_params, clock):
         return fut
 
     model.register_comm_hook(state, timed)
-    return per_step, meta
+    return per_step, meta, state
 
 
 def calibrate(model, task, opt, n):
@@ -242,22 +272,23 @@ def calibrate(model, task, opt, n):
     return statistics.median(times)
 
 
-def train(a, rank, world):
+def train(a, hook, csv_path, rank, world):
     from torch.nn.parallel import DistributedDataParallel as DDP
     task = Task(a, rank, world)
     model = DDP(task.net)
     n_params = sum(p.numel() for p in model.parameters())
     clock = [0.0]
-    kind, param = parse_hook(a.hook, a.steps)
-    step_bytes, meta = register(model, kind, param, a.steps, n_params, clock)
+    kind, param = parse_hook(hook, a.steps)
+    step_bytes, meta, state = register(model, kind, param, a.steps, n_params, clock)
     opt = task.optimizer()
     compute_ms = calibrate(model, task, opt, a.calibrate)
-    out = open(a.csv, "w") if rank == 0 else None
+    out = open(csv_path + ".part", "w") if rank == 0 else None
     if out:
-        out.write(f"# model={a.model} hook={a.hook} world={world} parameters={n_params} "
-                  f"torch={torch.__version__} calibrated_compute_ms={compute_ms:.3f}"
+        out.write(f"# model={a.model} hook={hook} world={world} parameters={n_params} "
+                  f"torch={torch.__version__} calibrated_compute_ms={compute_ms:.3f} "
+                  f"steps={a.steps} budget_s={a.budget:g}"
                   + "".join(f" {k}={v}" for k, v in meta.items()) + "\n")
-        out.write("step,wall_s,step_ms,compute_ms,hook_ms,wait_ms,bytes,loss,acc\n")
+        out.write("step,wall_s,step_ms,compute_ms,hook_ms,wait_ms,bytes,loss,acc,val_loss\n")
     wall = 0.0
     for step in range(a.steps):
         b = task.batch()
@@ -273,20 +304,29 @@ def train(a, rank, world):
         step_ms, opt_ms, hook_ms = 1e3 * (t2 - t0), 1e3 * (t2 - t1), 1e3 * clock[0]
         wall += (t2 - t0)
         sent = step_bytes(step)
-        acc = ""
+        acc, stop = "", False
         if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
-            if rank == 0:
-                acc = f"{task.accuracy():.5f}"
-            dist.barrier()  # the others wait: evaluation stays out of every rank's step time
+            # Evaluation stays out of the step time. The sums of every rank's share, and whether
+            # any rank is past the budget, so that every rank stops after the same step.
+            total = torch.tensor(task.evaluate() + [float(0 < a.budget <= wall)],
+                                 dtype=torch.float64)
+            dist.all_reduce(total)
+            acc, stop = f"{total[0] / total[2]:.5f},{total[1] / total[2]:.5f}", total[3] > 0
         if out:
             comp = compute_ms + opt_ms
             out.write(f"{step},{wall:.4f},{step_ms:.3f},{comp:.3f},{hook_ms:.3f},"
-                      f"{max(0.0, step_ms - comp - hook_ms):.3f},{sent},{loss.item():.5f},{acc}\n")
+                      f"{max(0.0, step_ms - comp - hook_ms):.3f},{sent},{loss.item():.5f},"
+                      f"{acc or ','}\n")
             out.flush()
         if not torch.isfinite(loss.detach()):
             raise RuntimeError(f"loss {float(loss)} at step {step}: training diverged")
+        if stop:
+            break
+    if hasattr(state, "close"):
+        state.close()  # exdyna's communication thread: the next hook's run starts without it
     if out:
         out.close()
+        os.replace(csv_path + ".part", csv_path)
 
 
 def main(argv=None):
@@ -294,7 +334,9 @@ def main(argv=None):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.timeout))
     try:
-        train(a, dist.get_rank(), dist.get_world_size())
+        for hook, csv_path in zip(a.hook, a.csv):
+            train(a, hook, csv_path, dist.get_rank(), dist.get_world_size())
+            dist.barrier()  # every rank has finished this hook before the next one starts
     finally:
         dist.destroy_process_group()
     return 0

@@ -10,15 +10,20 @@ its CSV). Standard library and gnuplot only.
 
 Per run: step_ms, compute_ms, hook_ms, wait_ms are medians over the steps after the first two
 (DDP builds its buckets and the hooks their state there); bytes_per_step is the mean over all
-steps; an evaluation's accuracy is the mean of it and the two before it (a short run's single
-evaluations are noisy); final_acc is that at the last evaluation; time_to_target_s is the training
-wall time (evaluations excluded) at the first evaluation whose accuracy reaches the model's target. The target is one
-number per model, the same for every hook and setting: --target MODEL=ACC, else 95 % of the best
-accuracy that plain DDP (allreduce) reached at any of the model's settings.
+steps; an evaluation's accuracy (and held-out loss) is the mean of it and the two before it (a
+short run's single evaluations are noisy); final_acc and final_val_loss are those at the last
+evaluation. Each model has a measure: the CNN its accuracy; the LSTM its held-out loss (mean
+cross-entropy; its next-word accuracy stays near that of always predicting the commonest word for
+hundreds of steps, so crossing an accuracy target would be chance). time_to_target_s is the
+training wall time (evaluations excluded) at the first evaluation whose measure reaches the
+model's target. The target is one number per model, the same for every hook and setting:
+--target MODEL=VALUE, else 95 % of the best accuracy (CNN) or 105 % of the lowest held-out loss
+(LSTM) that plain DDP (allreduce) reached at any of the model's settings.
 """
 
 import argparse
 import csv
+import math
 import os
 import re
 import statistics
@@ -26,8 +31,10 @@ import subprocess
 import sys
 
 FIELDS = ["model", "workers", "bandwidth", "hook", "status", "steps", "step_ms", "compute_ms",
-          "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "target",
-          "time_to_target_s", "torch", "why"]
+          "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "final_val_loss",
+          "best_val_loss", "measure", "target", "time_to_target_s", "torch", "why"]
+# Each model's measure: the CSV column, whether higher is better, its name in the text.
+MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss")}
 RUN = re.compile(r"(cnn|lstm)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)")
 HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync"]
 RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
@@ -98,19 +105,21 @@ def summarise(run_dir, name):
         for k in ("step_ms", "compute_ms", "hook_ms", "wait_ms"):
             row[k] = round(statistics.median(r[k] for r in timed), 3)
         row["bytes_per_step"] = round(statistics.mean(r["bytes"] for r in rows))
-        smooth = smoothed(rows)
-        if smooth:
-            row["final_acc"] = round(smooth[-1][1], 5)
-            row["best_acc"] = round(max(a for _, a in smooth), 5)
+        for col, best in (("acc", max), ("val_loss", min)):
+            smooth = smoothed(rows, col)
+            if smooth:
+                row[f"final_{col}"] = round(smooth[-1][1], 5)
+                row[f"best_{col}"] = round(best(a for _, a in smooth), 5)
+    row["measure"] = MEASURE[row["model"]][2]
     return row, rows
 
 
-def smoothed(rows):
-    """(wall_s, accuracy) at each evaluation, the accuracy the mean of it and the (up to) two
+def smoothed(rows, col="acc"):
+    """(wall_s, value of col) at each evaluation, the value the mean of it and the (up to) two
     evaluations before it: one evaluation of a short run is noisy, and a lucky one would set
     the time to the target."""
-    evals = [r for r in rows if r["acc"] is not None]
-    return [(e["wall_s"], statistics.mean(x["acc"] for x in evals[max(0, i - 2):i + 1]))
+    evals = [r for r in rows if r.get(col) is not None]
+    return [(e["wall_s"], statistics.mean(x[col] for x in evals[max(0, i - 2):i + 1]))
             for i, e in enumerate(evals)]
 
 
@@ -120,21 +129,24 @@ def targets(summary, given):
         if model in given:
             out[model] = (given[model], "given with --target")
             continue
-        dense = [r["best_acc"] for r in summary
-                 if r["model"] == model and r["hook"] == "allreduce" and r["best_acc"] != ""]
-        if dense:
-            out[model] = (round(0.95 * max(dense), 4),
-                          "95 % of plain DDP's (allreduce) best accuracy")
-        else:
-            best = [r["best_acc"] for r in summary if r["model"] == model and r["best_acc"] != ""]
-            out[model] = (round(0.95 * statistics.median(best), 4) if best else 1.0,
-                          "95 % of the median best accuracy (no allreduce run finished)")
+        col, higher, name = MEASURE[model]
+        factor, pick = (0.95, max) if higher else (1.05, min)
+        best = [r[f"best_{col}"] for r in summary
+                if r["model"] == model and r["hook"] == "allreduce" and r[f"best_{col}"] != ""]
+        how = f"{round(100 * factor)} % of plain DDP's (allreduce) best {name}"
+        if not best:
+            seen = [r[f"best_{col}"] for r in summary
+                    if r["model"] == model and r[f"best_{col}"] != ""]
+            best = [statistics.median(seen)] if seen else [1.0]
+            how = f"{round(100 * factor)} % of the median best {name} (no allreduce run finished)"
+        out[model] = (round(factor * pick(best), 4), how)
     return out
 
 
-def time_to(rows, target):
-    for wall, acc in smoothed(rows):
-        if acc >= target:
+def time_to(rows, model, target):
+    col, higher, _ = MEASURE[model]
+    for wall, v in smoothed(rows, col):
+        if (v >= target) if higher else (v <= target):
             return round(wall, 3)
     return ""
 
@@ -174,16 +186,17 @@ def figures(out, summary, steps_by_run, gp_bin):
             for bw in sorted({r["bandwidth"] for r in mine}, key=rate_bps):
                 runs = sorted((r for r in mine if r["bandwidth"] == bw and r["status"] == "ok"),
                               key=lambda r: hook_key(r["hook"]))
-                data = [(r["hook"], round(t, 4), round(acc, 5)) for r in runs
-                        for t, acc in smoothed(steps_by_run[(model, r["hook"], w, bw)])]
+                col, _, measure = MEASURE[model]
+                data = [(r["hook"], round(t, 4), round(v, 5)) for r in runs
+                        for t, v in smoothed(steps_by_run[(model, r["hook"], w, bw)], col)]
                 if not data:
                     continue
-                name = f"acc-{model}-w{w}-{bw}"
-                plot = series_plot(f"{model}: accuracy (mean of 3 evaluations) against training "
-                                   f"time, {w} hosts, {bw}", "training wall time (s)",
-                                   "accuracy", [r["hook"] for r in runs], 2, 3)
+                name = f"{'acc' if col == 'acc' else 'loss'}-{model}-w{w}-{bw}"
+                plot = series_plot(f"{model}: {measure} (mean of 3 evaluations) against "
+                                   f"training time, {w} hosts, {bw}", "training wall time (s)",
+                                   measure, [r["hook"] for r in runs], 2, 3)
                 plot += f", \\\n     {runs[0]['target']} with lines dt 2 lc 'black' title 'target'"
-                png, why = gnuplot(out, name, data, ["hook", "wall_s", "acc"],
+                png, why = gnuplot(out, name, data, ["hook", "wall_s", col],
                                    plot.replace("DATA", f"fig-{name}.csv"), gp_bin)
                 md.append(f"![{name}]({png})" if png else f"({why})")
                 notes += [why] if why else []
@@ -211,19 +224,19 @@ def table(rows):
     """The setting's rows; final accuracy also as points against plain DDP's (allreduce)."""
     dense = next((r["final_acc"] for r in rows if r["hook"] == "allreduce" and r["final_acc"] != ""),
                  None)
-    lines = ["| hook | time to target (s) | final acc | vs allreduce (points) | step ms | compute "
-             "| hook | wait | bytes/step |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| hook | time to target (s) | final acc | vs allreduce (points) | held-out loss "
+             "| step ms | compute | hook | wait | bytes/step |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if r["status"] != "ok":
             why = r["why"].replace("|", "\\|")
-            lines.append(f"| {r['hook']} | failed: {why} | | | | | | | |")
+            lines.append(f"| {r['hook']} | failed: {why} | | | | | | | | |")
             continue
         ttt = fmt(r["time_to_target_s"], ".1f") or f"not reached ({r['steps']} steps)"
         points = "" if dense is None or r["final_acc"] == "" else \
             f"{100 * (r['final_acc'] - dense):+.2f}"
         lines.append(f"| {r['hook']} | {ttt} | {fmt(r['final_acc'], '.4f')} | {points} | "
-                     f"{fmt(r['step_ms'], '.1f')} | {fmt(r['compute_ms'], '.1f')} | "
+                     f"{fmt(r['final_val_loss'], '.3f')} | {fmt(r['step_ms'], '.1f')} | {fmt(r['compute_ms'], '.1f')} | "
                      f"{fmt(r['hook_ms'], '.1f')} | {fmt(r['wait_ms'], '.1f')} | "
                      f"{fmt(r['bytes_per_step'], ',d')} |")
     return lines
@@ -252,14 +265,15 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, help="the head-to-head's output directory")
     p.add_argument("--gnuplot", default="gnuplot")
     p.add_argument("--command", default="", help="the command that made the runs (for the text)")
-    p.add_argument("--target", action="append", default=[], metavar="MODEL=ACC",
-                   help="the accuracy target of a model, in (0, 1]")
+    p.add_argument("--target", action="append", default=[], metavar="MODEL=VALUE",
+                   help="a model's target: cnn=ACCURACY in (0, 1], lstm=HELD-OUT LOSS > 0")
     a = p.parse_args(argv)
     a.targets = {}
     for t in a.target:
-        m = re.fullmatch(r"(cnn|lstm)=([0-9.]+)", t)
-        if not m or not 0 < float(m.group(2)) <= 1:
-            p.error(f"--target '{t}' is not valid; expected cnn=ACC or lstm=ACC, 0 < ACC <= 1")
+        m = re.fullmatch(r"(cnn|lstm)=([0-9]+\.?[0-9]*)", t)
+        if not m or not 0 < float(m.group(2)) <= (1 if m.group(1) == "cnn" else math.inf):
+            p.error(f"--target '{t}' is not valid; expected cnn=ACCURACY with 0 < ACCURACY <= 1 "
+                    "or lstm=LOSS with LOSS > 0")
         a.targets[m.group(1)] = float(m.group(2))
     if not os.path.isdir(os.path.join(a.out, "runs")):
         p.error(f"--out '{a.out}' has no runs/ directory")
@@ -278,13 +292,17 @@ def write_report(a, summary, tgt, figs, notes):
               "optimizer step; hook is the time the autograd thread spent inside the hook's "
               "calls; wait is the rest of the step (waiting for communication). Bytes: what a "
               "rank hands to collectives per step, the mean over the run. Accuracy at an "
-              "evaluation: the mean of it and the two evaluations before it; final accuracy: "
-              "that at the last evaluation; time to target: the training wall time (evaluations "
-              "excluded) at the first evaluation whose accuracy reaches the target. The hosts "
-              "share this machine's cores, so compute is slower than on W machines.", ""]
+              "evaluation (and its held-out loss, the mean cross-entropy on the same data): the "
+              "mean of it and the two evaluations before it; final: that at the last "
+              "evaluation; time to target: the training wall time (evaluations excluded) at the "
+              "first evaluation whose measure reaches the target. The LSTM's measure is its "
+              "held-out loss: its next-word accuracy stays near that of always predicting the "
+              "commonest word for hundreds of steps. The hosts share this machine's cores, so "
+              "compute is slower than on W machines.", ""]
     for model, (value, how) in sorted(tgt.items()):
-        lines.append(f"- target of **{model}**: accuracy {value:.4f} ({how}), the same for "
-                     "every hook and setting")
+        lines.append(f"- target of **{model}**: {MEASURE[model][2]} "
+                     f"{'at least' if MEASURE[model][1] else 'at most'} {value:.4f} ({how}), "
+                     "the same for every hook and setting")
     lines.append("")
     for model in sorted({r["model"] for r in summary}):
         for w in sorted({r["workers"] for r in summary if r["model"] == model}):
@@ -317,7 +335,7 @@ def main(argv=None):
         r["target"] = tgt[r["model"]][0]
         if r["status"] == "ok":
             key = (r["model"], r["hook"], r["workers"], r["bandwidth"])
-            r["time_to_target_s"] = time_to(steps_by_run[key], r["target"])
+            r["time_to_target_s"] = time_to(steps_by_run[key], r["model"], r["target"])
     with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()

@@ -214,6 +214,13 @@ class State:
         if self._thread is not None:
             self._thread.submit(lambda: None).result()
 
+    def close(self):
+        """Finishes what was submitted and stops the communication thread (a later hook call
+        starts a new one). For a process that trains several models in turn."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
+
     def _carry_residual(self, sp, layout):
         self.drain()  # the old buckets' residuals are final only once their steps are done
         where = {}

@@ -6,8 +6,9 @@
 - summary.csv has one row per (model, hook, workers, bandwidth) asked for, and report.md a table
   row for each: a failed run is a row that says why, never a missing one;
 - every number of a run that finished is re-derived here from runs/<run>/steps.csv (medians after
-  the first two steps, mean bytes, the 3-evaluation mean accuracy, the first crossing of the
-  stated target) and must equal summary.csv's and the report's;
+  the first two steps, mean bytes, the 3-evaluation means of accuracy and held-out loss, the first
+  crossing of the stated target by the model's measure: accuracy rising to it for the CNN,
+  held-out loss falling to it for the LSTM) and must equal summary.csv's and the report's;
 - the step times add up: step = compute + hook + wait wherever wait is above 0.
 Exit 0 when all hold, 1 with every difference listed otherwise.
 """
@@ -25,16 +26,27 @@ def steps(path):
     return [{k: (float(v) if v != "" else None) for k, v in r.items()} for r in rows]
 
 
-def derive(rows, target):
+def means(rows, col):
+    """(evaluated rows, the mean of each evaluation's col and the two before it)."""
+    evals = [r for r in rows if r.get(col) is not None]
+    return evals, [sum(e[col] for e in evals[max(0, i - 2):i + 1]) / len(evals[max(0, i - 2):i + 1])
+                   for i in range(len(evals))]
+
+
+def derive(rows, model, target):
     timed = rows[2:] if len(rows) > 2 else rows
     out = {k: statistics.median(r[k] for r in timed)
            for k in ("step_ms", "compute_ms", "hook_ms", "wait_ms")}
     out["bytes_per_step"] = sum(r["bytes"] for r in rows) / len(rows)
-    evals = [r for r in rows if r["acc"] is not None]
-    acc = [sum(e["acc"] for e in evals[max(0, i - 2):i + 1]) / len(evals[max(0, i - 2):i + 1])
-           for i in range(len(evals))]
-    out["final_acc"] = acc[-1] if acc else None
-    out["time_to_target_s"] = next((e["wall_s"] for e, a in zip(evals, acc) if a >= target), None)
+    for col in ("acc", "val_loss"):
+        out[f"final_{col}"] = means(rows, col)[1][-1] if means(rows, col)[1] else None
+    if model == "cnn":
+        evals, acc = means(rows, "acc")
+        hit = [e["wall_s"] for e, a in zip(evals, acc) if a >= target]
+    else:
+        evals, loss = means(rows, "val_loss")
+        hit = [e["wall_s"] for e, v in zip(evals, loss) if v <= target]
+    out["time_to_target_s"] = hit[0] if hit else None
     return out
 
 
@@ -56,7 +68,7 @@ def check_run(out, row, problems):
         if r["wait_ms"] > 0 and not close(r["step_ms"], r["compute_ms"] + r["hook_ms"] +
                                           r["wait_ms"], 2e-3):
             problems.append(f"{name}: step {r['step']:.0f} does not add up")
-    want = derive(rows, float(row["target"]))
+    want = derive(rows, row["model"], float(row["target"]))
     for k, v in want.items():
         got = row[k]
         if v is None:
@@ -99,7 +111,8 @@ def main(argv):
                     if f"{m}-{h}-w{w}-b{b}" not in seen:
                         problems.append(f"no row for {m} {h} w{w} {b} in summary.csv")
     check_report(out, summary, problems)
-    pngs = [f for f in os.listdir(out) if f.startswith("fig-acc-") and f.endswith(".png")]
+    pngs = [f for f in os.listdir(out)
+            if f.startswith(("fig-acc-", "fig-loss-")) and f.endswith(".png")]
     if any(r["status"] == "ok" for r in summary) and not pngs:
         problems.append("no accuracy figure was drawn")
     for p in problems:

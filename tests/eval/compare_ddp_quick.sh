@@ -22,7 +22,7 @@ if [[ ! -e /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]]; then
   echo "SKIP: no Fashion-MNIST under /usr/share/datasets/fashion-mnist"; exit 77
 fi
 
-hooks=allreduce,fp16,bf16,powersgd-r1,powersgd-r4,exdyna-d0.01,exdyna-d0.001,exdyna-sync-d0.01
+hooks=allreduce,fp16,bf16,powersgd-r1,powersgd-r4,exdyna-d0.01,exdyna-d0.001
 "$exe" compare --ddp --quick --python "$python" --out "$tmp/out" >"$tmp/stdout" 2>&1
 rc=$?
 cat "$tmp/stdout"

@@ -156,3 +156,28 @@ def test_compression_stats_is_one_line(one_rank):
     ratio = state.dense_bytes_total / state.bytes_total
     assert ratio > 10 and f"({ratio:.1f}x less)" in line, line
     assert f"density {state.density():.5f}," in line and abs(state.density() - 0.02) < 0.001
+
+
+def test_close_stops_the_thread_and_a_later_step_starts_another(one_rank):
+    # One process training two models in turn (the head-to-head's script) closes the first
+    # model's state; the steps after close() run, and their results equal a state never closed.
+    def train(close_after):
+        torch.manual_seed(0)
+        state = exdyna.ddp.State("exdyna", 0.05, overlap=True)
+        model, opt = hooked(nn.Linear(40, 30), state)
+        threads = []
+        for step in range(4):
+            opt.zero_grad()
+            model(torch.randn(8, 40)).square().sum().backward()
+            opt.step()
+            if step == close_after:
+                state.close()
+                state.close()  # twice: nothing left to stop
+                threads.append(state._thread)
+        return [p.detach().clone() for p in model.parameters()], threads
+
+    closed, threads = train(close_after=1)
+    never, _ = train(close_after=-1)
+    assert threads == [None]
+    for a, b in zip(closed, never):
+        assert torch.equal(a, b)

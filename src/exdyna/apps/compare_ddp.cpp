@@ -1,6 +1,7 @@
 #include "exdyna/apps/compare_ddp.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -45,8 +46,13 @@ eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
                    " is not valid; expected 1 .. 1000000 (0: the default)");
   EXDYNA_CHECK_ARG(d.eval_every >= 0, "--ddp-eval-every ", d.eval_every,
                    " is not valid; expected >= 1 (0: the default)");
-  const int steps = d.steps > 0 ? d.steps : (c.quick ? 12 : 150);
-  o.steps_cnn = o.steps_lstm = steps;
+  // The CNN's default is longer: a sparse hook's first steps move it less than a dense one's (the
+  // dropped gradient returns later through the residual), and its steps are short.
+  o.steps_cnn = d.steps > 0 ? d.steps : (c.quick ? 12 : 200);
+  o.steps_lstm = d.steps > 0 ? d.steps : (c.quick ? 12 : 100);
+  EXDYNA_CHECK_ARG(d.budget_s < 0 || (d.budget_s <= 86400 && !std::isnan(d.budget_s)),
+                   "--ddp-budget ", d.budget_s, " is not valid; expected 0 .. 86400 seconds");
+  o.budget_s = d.budget_s < 0 ? 45 : d.budget_s;
   o.eval_every = d.eval_every > 0 ? d.eval_every : (c.quick ? 4 : 10);
   o.script_args = d.script_args;
   o.delay_us = eval::parse_delay_us(c.delay, "--delay");
@@ -96,7 +102,12 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
   sub->add_option("--ddp-report-script", d.report_script,
                   "the report script (examples/ddp_hooks_report.py)")
       ->group(g);
-  sub->add_option("--ddp-steps", d.steps, "training steps per run (default 150; --quick 12)")
+  sub->add_option("--ddp-steps", d.steps,
+                  "training steps per run (default cnn 200, lstm 100; --quick 12)")
+      ->group(g);
+  sub->add_option("--ddp-budget", d.budget_s,
+                  "seconds of training after which a run stops at its next evaluation, so the "
+                  "dense hooks on a slow link end too (default 45; 0: every step)")
       ->group(g);
   sub->add_option("--ddp-eval-every", d.eval_every, "steps between evaluations (10; --quick 4)")
       ->group(g);

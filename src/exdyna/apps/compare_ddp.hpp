@@ -15,7 +15,8 @@ struct CompareDdpArgs {
   std::string python = "python3";
   std::string script;         // empty: examples/ddp_hooks.py of the source tree
   std::string report_script;  // empty: examples/ddp_hooks_report.py of the source tree
-  int steps = 0;              // 0: 150 per model, 12 with --quick
+  int steps = 0;              // 0: cnn 200, lstm 100, 12 with --quick
+  double budget_s = -1;       // training seconds per run; < 0: 45 (0: none)
   int eval_every = 0;         // 0: 10, 4 with --quick
   std::vector<std::string> script_args;
 };

@@ -17,8 +17,8 @@ namespace exdyna::eval {
 namespace fs = std::filesystem;
 
 std::vector<std::string> default_ddp_hooks() {
-  return {"allreduce",   "fp16",         "bf16",          "powersgd-r1",
-          "powersgd-r4", "exdyna-d0.01", "exdyna-d0.001", "exdyna-sync-d0.01"};
+  return {"allreduce",   "fp16",         "bf16",         "powersgd-r1",
+          "powersgd-r4", "exdyna-d0.01", "exdyna-d0.001"};
 }
 
 void check_ddp_model(const std::string& model) {
@@ -69,47 +69,35 @@ int collective_timeout_s(const DdpOptions& o) {
   return static_cast<int>(std::clamp(o.timeout_s / 4, 30.0, 120.0));
 }
 
+// One launch: the hooks left to run for a (workers, bandwidth, model) setting, in one process per
+// host. Run i's CSV goes to run_dirs[i]/steps.csv.
+struct Launch {
+  std::string model;
+  std::vector<std::string> hooks;
+  std::vector<fs::path> run_dirs;
+};
+
 // Rank i's torchrun node inside host i.
-RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node,
-                         const std::string& model, const std::string& hook, int port,
-                         const fs::path& dir) {
+RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, const Launch& l,
+                         int port) {
   RankCommand rc;
   rc.argv = hosts.exec_prefix(node);
   const int w = hosts.size();
   // --redirects/--tee name a local rank that does not exist: torch 1.13's torchrun under Python
   // 3.11 cannot parse its default "0" (an enum lookup that returns None), a mapping it can.
-  rc.argv.insert(rc.argv.end(), {o.python,
-                                 "-m",
-                                 "torch.distributed.run",
-                                 "--redirects",
-                                 "9:1",
-                                 "--tee",
-                                 "9:1",
-                                 "--nnodes",
-                                 std::to_string(w),
-                                 "--node_rank",
-                                 std::to_string(node),
-                                 "--nproc_per_node",
-                                 "1",
-                                 "--master_addr",
-                                 hosts.address(0),
-                                 "--master_port",
-                                 std::to_string(port),
-                                 fs::absolute(o.script).string(),
-                                 "--model",
-                                 model,
-                                 "--hook",
-                                 hook,
-                                 "--steps",
-                                 std::to_string(model == "cnn" ? o.steps_cnn : o.steps_lstm),
-                                 "--eval-every",
-                                 std::to_string(o.eval_every),
-                                 "--csv",
-                                 (dir / "steps.csv").string(),
-                                 "--cache-dir",
-                                 fs::absolute(o.out_dir).string(),
-                                 "--timeout",
-                                 std::to_string(collective_timeout_s(o))});
+  rc.argv.insert(rc.argv.end(),
+                 {o.python, "-m", "torch.distributed.run", "--redirects", "9:1", "--tee", "9:1",
+                  "--nnodes", std::to_string(w), "--node_rank", std::to_string(node),
+                  "--nproc_per_node", "1", "--master_addr", hosts.address(0), "--master_port",
+                  std::to_string(port), fs::absolute(o.script).string(), "--model", l.model,
+                  "--steps", std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm),
+                  "--eval-every", std::to_string(o.eval_every), "--budget",
+                  std::to_string(o.budget_s), "--cache-dir",
+                  fs::absolute(o.out_dir).string(), "--timeout",
+                  std::to_string(collective_timeout_s(o))});
+  for (std::size_t i = 0; i < l.hooks.size(); ++i)
+    rc.argv.insert(rc.argv.end(), {"--hook", l.hooks[i], "--csv",
+                                   fs::absolute(l.run_dirs[i] / "steps.csv").string()});
   rc.argv.insert(rc.argv.end(), o.script_args.begin(), o.script_args.end());
   // Gloo binds to the address the host name resolves to (loopback inside a namespace) unless told
   // the host's link.
@@ -120,32 +108,45 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node,
   return rc;
 }
 
-// One run: W torchrun nodes; its status.txt says how it ended.
-bool run_one(const DdpOptions& o, const HostSet& hosts, const std::string& model,
-             const std::string& hook, int port, const fs::path& dir, std::string* why) {
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+// Runs the launch; returns how many of its hooks finished (their steps.csv exists, in order). A
+// run that finished gets status "ok"; the first that did not gets "failed: <why>" and the
+// launch's logs. The hooks after it are left to the next launch.
+std::size_t run_launch(const DdpOptions& o, const HostSet& hosts, const Launch& l, int port,
+                       const fs::path& log_dir, std::string* why) {
+  fs::remove_all(log_dir);
+  fs::create_directories(log_dir);
+  for (const auto& d : l.run_dirs) fs::remove_all(d), fs::create_directories(d);
   std::vector<RankCommand> nodes;
   std::string commands;
   for (int i = 0; i < hosts.size(); ++i) {
-    nodes.push_back(node_command(o, hosts, i, model, hook, port, dir));
+    nodes.push_back(node_command(o, hosts, i, l, port));
     for (const auto& a : nodes.back().argv) commands += a + " ";
     commands += "\n";
   }
-  core::write_file_atomic(dir / "commands.txt", commands);
-  const auto deadline = std::chrono::milliseconds(static_cast<long>(o.timeout_s * 1000));
-  const auto r = run_ranks(nodes, dir, deadline, std::chrono::seconds(20));
-  if (r.ok) {
-    core::write_file_atomic(dir / "status.txt", "ok\n");
-    return true;
+  core::write_file_atomic(log_dir / "commands.txt", commands);
+  const auto deadline =
+      std::chrono::milliseconds(static_cast<long>(o.timeout_s * 1000 * l.hooks.size()));
+  const auto r = run_ranks(nodes, log_dir, deadline, std::chrono::seconds(20));
+  std::size_t done = 0;
+  while (done < l.hooks.size() && fs::exists(l.run_dirs[done] / "steps.csv")) {
+    core::write_file_atomic(l.run_dirs[done] / "status.txt", "ok\n");
+    ++done;
   }
-  std::ifstream in(dir / ("rank" + std::to_string(r.failed_rank) + ".err"));
-  std::stringstream err;
-  err << in.rdbuf();
-  const auto line = ddp_failure_line(err.str());
-  *why = detail::concat("node ", r.failed_rank, " ", r.why, (line.empty() ? "" : ": "), line);
-  core::write_file_atomic(dir / "status.txt", "failed: " + *why + "\n");
-  return false;
+  if (done == l.hooks.size()) return done;
+  if (r.ok) {
+    *why = "no steps.csv, though every node exited 0";
+  } else {
+    std::ifstream in(log_dir / ("rank" + std::to_string(r.failed_rank) + ".err"));
+    std::stringstream err;
+    err << in.rdbuf();
+    const auto line = ddp_failure_line(err.str());
+    *why = detail::concat("node ", r.failed_rank, " ", r.why, (line.empty() ? "" : ": "), line);
+  }
+  const auto& failed = l.run_dirs[done];
+  for (const auto& e : fs::directory_iterator(log_dir))
+    fs::copy_file(e.path(), failed / e.path().filename(), fs::copy_options::overwrite_existing);
+  core::write_file_atomic(failed / "status.txt", "failed: " + *why + "\n");
+  return done;
 }
 
 }  // namespace
@@ -158,27 +159,43 @@ DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
   for (const int w : o.workers)
     for (const auto bps : o.bandwidths) {
       std::unique_ptr<HostSet> hosts;  // made when a run of this setting is left to do
-      for (const auto& model : o.models)
+      for (const auto& model : o.models) {
+        Launch l{model, {}, {}};
         for (const auto& hook : o.hooks) {
-          const auto name = ddp_run_name(model, hook, w, bps);
-          const auto dir = o.out_dir / "runs" / name;
+          const auto dir = o.out_dir / "runs" / ddp_run_name(model, hook, w, bps);
           if (run_done(dir)) {
             ++res.kept;
             continue;
           }
+          l.hooks.push_back(hook);
+          l.run_dirs.push_back(dir);
+        }
+        for (int attempt = 0; !l.hooks.empty(); ++attempt) {
           if (!hosts) hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, 0});
-          // A fresh port per run: the last run's sockets may linger in TIME_WAIT on host 0.
+          // A fresh port per launch: the last one's sockets may linger in TIME_WAIT on host 0.
           port = port >= 29999 ? 29600 : port + 1;
           const auto t = std::chrono::steady_clock::now();
+          const auto log_dir = o.out_dir / "launches" /
+                               detail::concat(model, "-w", w, "-b", rate_name(bps), "-", attempt);
           std::string why;
-          const bool ok = run_one(o, *hosts, model, hook, port, dir, &why);
-          ++res.ran;
-          const double s =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-          progress(detail::concat("  ", name, ": ", ok ? "ok" : "FAILED (" + why + ")", " in ",
-                                  static_cast<int>(s), " s"));
-          if (!ok) ++res.failed, res.failures.push_back(name + ": " + why);
+          const auto done = run_launch(o, *hosts, l, port, log_dir, &why);
+          const int s = static_cast<int>(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+          for (std::size_t i = 0; i < done; ++i)
+            progress(detail::concat("  ", l.run_dirs[i].filename().string(), ": ok"));
+          res.ran += static_cast<int>(std::min(done + 1, l.hooks.size()));
+          if (done < l.hooks.size()) {
+            const auto name = l.run_dirs[done].filename().string();
+            progress(detail::concat("  ", name, ": FAILED (", why, ")"));
+            ++res.failed, res.failures.push_back(name + ": " + why);
+          }
+          progress(detail::concat("  (", std::min(done + 1, l.hooks.size()), " of ",
+                                  l.hooks.size(), " runs in one launch, ", s, " s)"));
+          const auto next = std::min(done + 1, l.hooks.size());
+          l.hooks.erase(l.hooks.begin(), l.hooks.begin() + static_cast<long>(next));
+          l.run_dirs.erase(l.run_dirs.begin(), l.run_dirs.begin() + static_cast<long>(next));
         }
+      }
     }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -1,14 +1,18 @@
 // The DDP head-to-head of `exdyna compare --ddp`: PyTorch DDP training with one communication hook
 // per run (DDP's all-reduce, fp16, bf16, PowerSGD, exdyna's hook) over the emulated hosts of
 // hosts.hpp, one torchrun node per host namespace (--nnodes W --node_rank i, the rendezvous at
-// host 0's address over the shaped links). The training script (examples/ddp_hooks.py) writes rank
-// 0's per-step CSV; a run that fails keeps its logs and a status file saying why, so the report
-// shows a row for it instead of leaving it out.
+// host 0's address over the shaped links). The runs of one (workers, bandwidth, model) setting
+// share one launch: the training script (examples/ddp_hooks.py) runs the hooks in turn in the same
+// processes (torch is imported and the nodes meet once per setting, not once per hook) and writes
+// rank 0's per-step CSV of each. A run that fails ends its launch; it keeps the launch's logs and a
+// status file saying why, so the report shows a row for it instead of leaving it out, and the
+// hooks after it get a launch of their own.
 //
 // Layout of the output directory:
 //   runs/<model>-<hook>-w<W>-b<rate>/steps.csv    rank 0's steps (the script's format)
 //   runs/<model>-<hook>-w<W>-b<rate>/status.txt   "ok", or "failed: <why>" and the error lines
-//   runs/<model>-<hook>-w<W>-b<rate>/rank<i>.err  each torchrun node's standard error
+//   runs/<model>-<hook>-w<W>-b<rate>/rank<i>.err  a failed run: each torchrun node's standard error
+//   launches/<model>-w<W>-b<rate>-<k>/            launch k's commands.txt and node logs
 // A run whose status.txt says ok is not run again (an interrupted matrix resumes).
 #pragma once
 
@@ -30,9 +34,12 @@ struct DdpOptions {
   // Training steps per model (the same for every hook, so the runs reach the same target).
   int steps_cnn = 150, steps_lstm = 150;
   int eval_every = 10;
+  // Training seconds after which a run stops at its next evaluation (0: none): every hook gets
+  // the same time, and a dense hook on a slow link does not hold the matrix for many minutes.
+  double budget_s = 0;
   std::vector<std::string> script_args;  // more arguments for every run (e.g. --vocab 2000)
   double delay_us = 50;
-  double timeout_s = 600;  // per run, start to end
+  double timeout_s = 600;  // per run, start to end (a launch of n runs gets n times this)
   std::filesystem::path out_dir;
 };
 

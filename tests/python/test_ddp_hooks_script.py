@@ -1,0 +1,69 @@
+"""examples/ddp_hooks.py, the head-to-head's training script, on one Gloo rank: several hooks in
+one process (each a finished CSV, renamed from .part), the training budget, bad pairings."""
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ddp_hooks.py")
+FASHION = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FASHION), reason="no Fashion-MNIST")
+
+
+def run(tmp_path, *args):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, SCRIPT, "--model", "cnn", "--calibrate", "1",
+                           "--cache-dir", str(tmp_path), *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+
+
+def rows(path):
+    with open(path) as f:
+        meta = f.readline()
+        return meta, list(csv.DictReader(f))
+
+
+def test_hooks_run_in_turn_and_the_budget_stops_each_at_its_first_evaluation(tmp_path):
+    a, b = tmp_path / "allreduce.csv", tmp_path / "exdyna.csv"
+    r = run(tmp_path, "--steps", "40", "--eval-every", "3", "--budget", "1e-9",
+            "--hook", "allreduce", "--csv", str(a), "--hook", "exdyna-d0.01", "--csv", str(b))
+    assert r.returncode == 0, r.stderr
+    for path, hook in ((a, "allreduce"), (b, "exdyna-d0.01")):
+        meta, steps = rows(path)
+        assert f"hook={hook} " in meta and "budget_s=1e-09" in meta
+        assert [s["step"] for s in steps] == ["0", "1", "2"]  # stopped at the first evaluation
+        assert steps[-1]["acc"] and steps[-1]["val_loss"] and not steps[0]["acc"]
+        assert 0 <= float(steps[-1]["acc"]) <= 1 and float(steps[-1]["val_loss"]) > 0
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_without_a_budget_every_step_runs(tmp_path):
+    out = tmp_path / "run.csv"
+    r = run(tmp_path, "--steps", "5", "--eval-every", "2", "--hook", "exdyna-sync-d0.01",
+            "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    _, steps = rows(out)
+    assert [s["step"] for s in steps] == ["0", "1", "2", "3", "4"]
+    assert [bool(s["acc"]) for s in steps] == [False, True, False, True, True]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--hook", "allreduce", "--hook", "fp16", "--csv", "x.csv"],
+     "2 --hook but 1 --csv; expected one --csv per --hook"),
+    (["--hook", "gzip", "--csv", "x.csv"], "--hook 'gzip' is not valid"),
+    (["--hook", "allreduce", "--csv", "x.csv", "--budget", "-1"], "--budget >= 0"),
+])
+def test_bad_arguments_are_refused_before_training(tmp_path, args, message):
+    r = run(tmp_path, "--steps", "3", *args)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert not list(tmp_path.glob("x.csv*"))
