@@ -43,6 +43,13 @@ TEST(DdpMatrix, FailureLineIsTheCauseNotTorchrunsSummary) {
   EXPECT_EQ(ddp_failure_line(err),
             "RuntimeError: [enforce fail at gloo/transport/tcp/pair.cc:446] op.preamble.length <= "
             "op.nbytes. 5000 vs 1600");
+  // torch 2.x: the worker's lines carry its rank, the launcher's summary ends with a rule.
+  EXPECT_EQ(ddp_failure_line("[rank0]: Traceback (most recent call last):\n"
+                             "[rank0]: RuntimeError: gradient element 0 is -nan\n"
+                             "E1127 06:25:00.309000 773 api.py:986] failed (exitcode: 1)\n"
+                             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                             "===========\n"),
+            "RuntimeError: gradient element 0 is -nan");
   EXPECT_EQ(ddp_failure_line("just a line\n\n"), "just a line");
   EXPECT_EQ(ddp_failure_line(""), "");
 }

@@ -228,9 +228,7 @@ int ddp_action(CompareArgs& a, const CLI::App& sub, const CLI::Option& o_w, cons
                    ": --ddp runs exdyna.ddp.State's defaults (the exact controller)");
   CompareCommon c;
   c.out = sub.get_option("--out")->count() ? a.out : std::string("exdyna-compare-ddp-out");
-  c.workers = o_w.count()
-                  ? a.workers
-                  : std::vector<std::string>{a.quick ? "2" : "4"};
+  c.workers = o_w.count() ? a.workers : std::vector<std::string>{a.quick ? "2" : "4"};
   c.bandwidth = o_b.count() ? a.bandwidth
                             : (a.quick ? std::vector<std::string>{"1gbit"}
                                        : std::vector<std::string>{"100mbit", "1gbit"});

@@ -41,12 +41,15 @@ std::string ddp_run_name(const std::string& model, const std::string& hook, int 
 
 std::string ddp_failure_line(const std::string& stderr_text) {
   // An exception's last line ("RuntimeError: ..."), gloo's enforce, a SystemExit message; not
-  // torchrun's own summary of the failure, which names no cause.
+  // torchrun's own summary of the failure, which names no cause. torch 2.x's torchrun prefixes a
+  // worker's lines with "[rank<i>]: ".
   static const std::regex error(
       "^(\\S*(Error|Exception|EnforceNotMet)\\b.*|.*ddp_hooks\\.py: .*|.*gloo::\\S+.*)$");
+  static const std::regex rank_prefix("^\\[rank[0-9]+\\]: ");
   std::istringstream in(stderr_text);
   std::string first, last;
   for (std::string l; std::getline(in, l);) {
+    l = std::regex_replace(l, rank_prefix, "");
     if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
     last = l;
     if (!first.empty() || l.find("ChildFailedError") != std::string::npos) continue;
@@ -85,16 +88,36 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, co
   const int w = hosts.size();
   // --redirects/--tee name a local rank that does not exist: torch 1.13's torchrun under Python
   // 3.11 cannot parse its default "0" (an enum lookup that returns None), a mapping it can.
-  rc.argv.insert(rc.argv.end(),
-                 {o.python, "-m", "torch.distributed.run", "--redirects", "9:1", "--tee", "9:1",
-                  "--nnodes", std::to_string(w), "--node_rank", std::to_string(node),
-                  "--nproc_per_node", "1", "--master_addr", hosts.address(0), "--master_port",
-                  std::to_string(port), fs::absolute(o.script).string(), "--model", l.model,
-                  "--steps", std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm),
-                  "--eval-every", std::to_string(o.eval_every), "--budget",
-                  std::to_string(o.budget_s), "--cache-dir",
-                  fs::absolute(o.out_dir).string(), "--timeout",
-                  std::to_string(collective_timeout_s(o))});
+  rc.argv.insert(rc.argv.end(), {o.python,
+                                 "-m",
+                                 "torch.distributed.run",
+                                 "--redirects",
+                                 "9:1",
+                                 "--tee",
+                                 "9:1",
+                                 "--nnodes",
+                                 std::to_string(w),
+                                 "--node_rank",
+                                 std::to_string(node),
+                                 "--nproc_per_node",
+                                 "1",
+                                 "--master_addr",
+                                 hosts.address(0),
+                                 "--master_port",
+                                 std::to_string(port),
+                                 fs::absolute(o.script).string(),
+                                 "--model",
+                                 l.model,
+                                 "--steps",
+                                 std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm),
+                                 "--eval-every",
+                                 std::to_string(o.eval_every),
+                                 "--budget",
+                                 std::to_string(o.budget_s),
+                                 "--cache-dir",
+                                 fs::absolute(o.out_dir).string(),
+                                 "--timeout",
+                                 std::to_string(collective_timeout_s(o))});
   for (std::size_t i = 0; i < l.hooks.size(); ++i)
     rc.argv.insert(rc.argv.end(), {"--hook", l.hooks[i], "--csv",
                                    fs::absolute(l.run_dirs[i] / "steps.csv").string()});
@@ -189,8 +212,8 @@ DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
             progress(detail::concat("  ", name, ": FAILED (", why, ")"));
             ++res.failed, res.failures.push_back(name + ": " + why);
           }
-          progress(detail::concat("  (", std::min(done + 1, l.hooks.size()), " of ",
-                                  l.hooks.size(), " runs in one launch, ", s, " s)"));
+          progress(detail::concat("  (", std::min(done + 1, l.hooks.size()), " of ", l.hooks.size(),
+                                  " runs in one launch, ", s, " s)"));
           const auto next = std::min(done + 1, l.hooks.size());
           l.hooks.erase(l.hooks.begin(), l.hooks.begin() + static_cast<long>(next));
           l.run_dirs.erase(l.run_dirs.begin(), l.run_dirs.begin() + static_cast<long>(next));
