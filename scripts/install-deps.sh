@@ -2,7 +2,7 @@
 # Installs every Debian package exdyna needs. Idempotent and non-interactive; run as root
 # (or with sudo available) on Debian 12.
 # libopenblas0-serial: Debian's libtorch calls the BLAS behind libblas.so.3, which without it is
-# the reference BLAS (a 200x10,000 matrix product: 210 ms against 15); serial, because every rank
+# the reference BLAS (80x200 times 200x10,000: 210 ms against 7); serial, because every rank
 # here is a process with one thread. python3.11-doc: the English text of the DDP LSTM.
 set -euo pipefail
 packages=(

@@ -172,6 +172,37 @@ std::size_t run_launch(const DdpOptions& o, const HostSet& hosts, const Launch& 
   return done;
 }
 
+// Runs the launch's hooks in launches of the same setting until none is left: after a failed
+// hook, the ones after it get a launch of their own.
+void run_launches(const DdpOptions& o, const HostSet& hosts, Launch l, int* port,
+                  DdpMatrixResult* res, const std::function<void(const std::string&)>& progress) {
+  for (int attempt = 0; !l.hooks.empty(); ++attempt) {
+    // A fresh port per launch: the last one's sockets may linger in TIME_WAIT on host 0.
+    *port = *port >= 29999 ? 29600 : *port + 1;
+    const auto t = std::chrono::steady_clock::now();
+    const auto log_dir = o.out_dir / "launches" /
+                         detail::concat(l.model, "-w", hosts.size(), "-b",
+                                        rate_name(hosts.link().rate_bps), "-", attempt);
+    std::string why;
+    const auto done = run_launch(o, hosts, l, *port, log_dir, &why);
+    const int s = static_cast<int>(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+    for (std::size_t i = 0; i < done; ++i)
+      progress(detail::concat("  ", l.run_dirs[i].filename().string(), ": ok"));
+    const auto ended = std::min(done + 1, l.hooks.size());  // the finished ones and a failed one
+    if (done < l.hooks.size()) {
+      const auto name = l.run_dirs[done].filename().string();
+      progress(detail::concat("  ", name, ": FAILED (", why, ")"));
+      ++res->failed, res->failures.push_back(name + ": " + why);
+    }
+    progress(
+        detail::concat("  (", ended, " of ", l.hooks.size(), " runs in one launch, ", s, " s)"));
+    res->ran += static_cast<int>(ended);
+    l.hooks.erase(l.hooks.begin(), l.hooks.begin() + static_cast<long>(ended));
+    l.run_dirs.erase(l.run_dirs.begin(), l.run_dirs.begin() + static_cast<long>(ended));
+  }
+}
+
 }  // namespace
 
 DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
@@ -193,31 +224,9 @@ DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
           l.hooks.push_back(hook);
           l.run_dirs.push_back(dir);
         }
-        for (int attempt = 0; !l.hooks.empty(); ++attempt) {
-          if (!hosts) hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, 0});
-          // A fresh port per launch: the last one's sockets may linger in TIME_WAIT on host 0.
-          port = port >= 29999 ? 29600 : port + 1;
-          const auto t = std::chrono::steady_clock::now();
-          const auto log_dir = o.out_dir / "launches" /
-                               detail::concat(model, "-w", w, "-b", rate_name(bps), "-", attempt);
-          std::string why;
-          const auto done = run_launch(o, *hosts, l, port, log_dir, &why);
-          const int s = static_cast<int>(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
-          for (std::size_t i = 0; i < done; ++i)
-            progress(detail::concat("  ", l.run_dirs[i].filename().string(), ": ok"));
-          res.ran += static_cast<int>(std::min(done + 1, l.hooks.size()));
-          if (done < l.hooks.size()) {
-            const auto name = l.run_dirs[done].filename().string();
-            progress(detail::concat("  ", name, ": FAILED (", why, ")"));
-            ++res.failed, res.failures.push_back(name + ": " + why);
-          }
-          progress(detail::concat("  (", std::min(done + 1, l.hooks.size()), " of ", l.hooks.size(),
-                                  " runs in one launch, ", s, " s)"));
-          const auto next = std::min(done + 1, l.hooks.size());
-          l.hooks.erase(l.hooks.begin(), l.hooks.begin() + static_cast<long>(next));
-          l.run_dirs.erase(l.run_dirs.begin(), l.run_dirs.begin() + static_cast<long>(next));
-        }
+        if (l.hooks.empty()) continue;
+        if (!hosts) hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, 0});
+        run_launches(o, *hosts, std::move(l), &port, &res, progress);
       }
     }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
