@@ -35,9 +35,10 @@ allreduce, fp16 and bf16, PowerSGD's P and Q and uncompressed tensors), loss, an
 --eval-every step acc (the model's accuracy, in [0, 1]) and val_loss (its mean cross-entropy on the
 same held-out data: the LSTM's measure, whose accuracy stays near that of always predicting the
 commonest word for hundreds of steps). A run ends after --steps steps, or with --budget S at the
-first evaluation after S seconds of training (every rank stops after the same step). Each rank evaluates every W-th held-out example and the ranks add up their counts. Each
-CSV is written as FILE.part and renamed to FILE when its hook's run has ended, so FILE
-exists only for a finished run. A failing rank prints the exception and exits 1, leaving the hooks
+first evaluation after S seconds of training (every rank stops after the same step). Each rank
+evaluates every W-th held-out example and the ranks add up their counts. Each CSV is written as
+FILE.part and renamed to FILE when its hook's run has ended, so FILE exists only for a finished
+run. A failing rank prints the exception and exits 1, leaving the hooks
 after it unrun; the driver records the failure and starts the rest again.
 """
 

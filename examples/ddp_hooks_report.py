@@ -236,7 +236,8 @@ def table(rows):
         points = "" if dense is None or r["final_acc"] == "" else \
             f"{100 * (r['final_acc'] - dense):+.2f}"
         lines.append(f"| {r['hook']} | {ttt} | {fmt(r['final_acc'], '.4f')} | {points} | "
-                     f"{fmt(r['final_val_loss'], '.3f')} | {fmt(r['step_ms'], '.1f')} | {fmt(r['compute_ms'], '.1f')} | "
+                     f"{fmt(r['final_val_loss'], '.3f')} | {fmt(r['step_ms'], '.1f')} | "
+                     f"{fmt(r['compute_ms'], '.1f')} | "
                      f"{fmt(r['hook_ms'], '.1f')} | {fmt(r['wait_ms'], '.1f')} | "
                      f"{fmt(r['bytes_per_step'], ',d')} |")
     return lines
