@@ -95,8 +95,8 @@ def parse_args(argv=None):
     for h in a.hook:
         try:
             parse_hook(h, a.steps)  # a bad name fails here, before any collective
-        except SystemExit as e:
-            p.error(str(e).removeprefix("ddp_hooks.py: "))
+        except ValueError as e:
+            p.error(str(e))
     return a
 
 
@@ -112,7 +112,7 @@ def parse_hook(name, steps):
         d = float(m.group(2))
         if 0 < d <= 1:
             return "exdyna", (d, m.group(1) is None)
-    raise SystemExit(f"ddp_hooks.py: --hook '{name}' is not valid; expected allreduce, fp16, "
+    raise ValueError(f"--hook '{name}' is not valid; expected allreduce, fp16, "
                      "bf16, powersgd-rN, exdyna-dX or exdyna-sync-dX with 0 < X <= 1")
 
 

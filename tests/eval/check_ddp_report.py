@@ -39,7 +39,8 @@ def derive(rows, model, target):
            for k in ("step_ms", "compute_ms", "hook_ms", "wait_ms")}
     out["bytes_per_step"] = sum(r["bytes"] for r in rows) / len(rows)
     for col in ("acc", "val_loss"):
-        out[f"final_{col}"] = means(rows, col)[1][-1] if means(rows, col)[1] else None
+        values = means(rows, col)[1]
+        out[f"final_{col}"] = values[-1] if values else None
     if model == "cnn":
         evals, acc = means(rows, "acc")
         hit = [e["wall_s"] for e, a in zip(evals, acc) if a >= target]
