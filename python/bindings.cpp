@@ -234,12 +234,15 @@ class PySparsifier {
   }
 
   // stream: on a CUDA gradient, the cudaStream_t (as an integer) its work is ordered on.
-  at::Tensor step(const at::Tensor& grad, std::uintptr_t stream) {
+  // in_place: the update overwrites grad (contiguous), which is returned; else a new tensor.
+  at::Tensor step(const at::Tensor& grad, std::uintptr_t stream, bool in_place) {
     if (grad.scalar_type() != at::kFloat)
       throw py::type_error(detail::concat("gradient dtype ", c10::toString(grad.scalar_type()),
                                           " is not supported; expected torch.float32 (convert "
                                           "with .float() and back)"));
-    if (grad.device().is_cuda()) return step_cuda(grad, stream);
+    if (in_place)
+      EXDYNA_CHECK_ARG(grad.is_contiguous(), "an in-place step needs a contiguous gradient");
+    if (grad.device().is_cuda()) return step_cuda(grad, stream, in_place);
     if (!grad.device().is_cpu())
       throw py::type_error(detail::concat("gradient on device ", grad.device().str(),
                                           " is not supported; expected a CPU or CUDA tensor"));
@@ -248,7 +251,7 @@ class PySparsifier {
                      "got a CPU tensor");
     ensure_built(grad.numel());
     stepped_on_host_ = true;
-    at::Tensor out = grad.detach().contiguous().clone();
+    at::Tensor out = in_place ? grad : grad.detach().contiguous().clone();
     {
       py::gil_scoped_release nogil;
       last_ = ef_->step(std::span<float>(out.data_ptr<float>(), static_cast<std::size_t>(n_g_)),
@@ -260,7 +263,7 @@ class PySparsifier {
 
   // The GPU path: error feedback with the residual on the device (DeviceErrorFeedback). A
   // sparsifier built on the host before its first step (load_state, set_residual) moves there.
-  at::Tensor step_cuda(const at::Tensor& grad, std::uintptr_t stream) {
+  at::Tensor step_cuda(const at::Tensor& grad, std::uintptr_t stream, bool in_place) {
     EXDYNA_CHECK_ARG(sparsifiers::device_path_built(), "gradient on ", grad.device().str(),
                      ": this exdyna build has no GPU path "
                      "(built without CUDA); rebuild where nvcc is found, or step CPU tensors");
@@ -275,7 +278,7 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(grad.numel() == n_g_, "gradient has ", grad.numel(),
                      " elements; this sparsifier was built for ", n_g_,
                      " (use one Sparsifier per gradient buffer)");
-    at::Tensor out = grad.detach().contiguous().clone();
+    at::Tensor out = in_place ? grad : grad.detach().contiguous().clone();
     {
       py::gil_scoped_release nogil;
       last_ = dev_->step(out.data_ptr<float>(), *comm_, reinterpret_cast<void*>(stream));
@@ -514,7 +517,8 @@ PYBIND11_MODULE(_exdyna, m) {
   py::class_<PySparsifier>(m, "Sparsifier")
       .def(py::init<std::string, double, py::handle, const py::dict&>(), py::arg("name"),
            py::arg("density"), py::arg("process_group"), py::arg("options"))
-      .def("step", &PySparsifier::step, py::arg("grad"), py::arg("stream") = 0)
+      .def("step", &PySparsifier::step, py::arg("grad"), py::arg("stream") = 0,
+           py::arg("in_place") = false)
       .def_property_readonly("stats", &PySparsifier::stats)
       .def("save_state", &PySparsifier::save_state)
       .def("load_state", &PySparsifier::load_state, py::arg("state"))

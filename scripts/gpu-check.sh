@@ -37,7 +37,10 @@
 # Ends with a short summary. Exit status 0 when every stage that ran passed, 1 otherwise.
 #
 # Environment: GPU_CHECK_BUDGET_S (default 450: the stages' time in all; each stage's timeout is
-# cut to what is left), GPU_CHECK_JOBS (default nproc), PYTHON (default python3), GPU_CHECK_VENV
+# cut to what is left), GPU_CHECK_ONLY (the stages to run, e.g. "pytest-cuda bench-ddp": a
+# second run in a short slot; env, the pip builds and py-import always run), GPU_CHECK_JOBS
+# (default nproc), GPU_CHECK_DDP_ARGS (more arguments of bench/gpu/ddp_resnet18.py, e.g.
+# "--bucket-view both"), PYTHON (default python3), GPU_CHECK_VENV
 # (default /tmp/venv), GPU_CHECK_QUICK=1 (the benchmarks' --quick), GPU_CHECK_CUDA (EXDYNA_CUDA of
 # both builds, default ON; OFF or AUTO for a dry run of this script without nvcc),
 # CUDA_CHECK_ARGS / MEMCHECK_ARGS (exdyna_cuda_check's arguments in the plain run and under the
@@ -101,6 +104,10 @@ stage_ok() { # whether stage $1 was recorded ok
 stage() {
   local name=$1 cap=$2
   shift 2
+  if ! selected "$name"; then
+    skip "$name" "not in GPU_CHECK_ONLY"
+    return 77
+  fi
   local t=$cap avail
   avail=$(($(left) - 10))
   ((avail < t)) && t=$avail
@@ -122,6 +129,16 @@ stage() {
   say "=== [$name] $st (exit $rc, ${dur}s)"
   record "$name" "$st" "$rc" "$dur" "$([ "$st" = timeout ] && echo "killed after ${t}s")"
   return "$rc"
+}
+
+# GPU_CHECK_ONLY: the stages to run (space-separated); env, the pip builds and py-import, which
+# the others need, always run.
+selected() {
+  [ -z "${GPU_CHECK_ONLY:-}" ] && return 0
+  case " env pip-install pip-install-ab py-import $GPU_CHECK_ONLY " in
+    *" $1 "*) return 0 ;;
+  esac
+  return 1
 }
 
 skip() { # skip NAME REASON
@@ -319,7 +336,7 @@ assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
   stage bench-select 180 bash -c "cd /tmp && '$VPY' '$REPO/bench/gpu/select_vs_topk.py' \
     --out '$OUTDIR/select_vs_topk.json' ${QUICK[*]}"
   stage bench-ddp 150 bash -c "cd /tmp && '$VPY' '$REPO/bench/gpu/ddp_resnet18.py' \
-    --out '$OUTDIR/ddp_resnet18.json' ${QUICK[*]}"
+    --out '$OUTDIR/ddp_resnet18.json' ${QUICK[*]} ${GPU_CHECK_DDP_ARGS:-}"
   if [ -z "$AB_PID" ]; then
     skip bench-ddp-ab "no .gpu-ab/src (scripts/gpu-ab-prepare.sh REV, carried)"
   elif stage_ok pip-install-ab; then
@@ -407,7 +424,9 @@ results = {
     "ok": all(s["status"] in ("ok", "skipped") or
               (s["status"] == "timeout" and s["stage"] in optional and
                not (s["stage"] == "pytest-cpu" and killed_failures)) for s in stages) and
-          any(s["stage"] == "pytest-cuda" and s["status"] == "ok" for s in stages),
+          any(s["stage"] == "pytest-cuda" and (s["status"] == "ok" or
+                                                s["note"] == "not in GPU_CHECK_ONLY")
+              for s in stages),
     "total_seconds": total,
     "stages": stages,
     "env": load(env_json),
@@ -466,6 +485,9 @@ if isinstance(dd, dict):
         rounds = ", ".join(f"{m:.2f}" for m in v.get("round_medians_ms", []))
         print(f"  ddp_resnet18 {n:<15} " + (f"{v['median_ms']:.2f} ms/step (rounds {rounds}){extra}"
                                             if "median_ms" in v else f"ERROR {v.get('error')}"))
+        if "phases" in v:
+            print("    phases: " + ", ".join(f"{k} {x:.2f}" for k, x in v["phases"].items()
+                                           if k != "step"))
     for n, v in dd.get("ratios", {}).items():
         print(f"    {n} {v:.3f}")
 ab = results["ddp_ab"]

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VARIANTS = "builtin,exdyna,exdyna_sync"
+VARIANTS = "builtin,allreduce_hook,exdyna,exdyna_sync"
 
 
 def parse_args(argv=None):
@@ -70,6 +70,10 @@ def merge(rounds):
                 per.setdefault(v, []).append(res["median_ms"])
     out = {v: {"round_medians_ms": ms, "median_ms": statistics.median(ms)}
            for v, ms in per.items()}
+    for r in rounds:  # the last round's phases (ddp_resnet18.py's medians of its steps)
+        for v, res in r.get("variants", {}).items():
+            if "phases" in res and v in out:
+                out[v]["phases"] = res["phases"]
     base = out.get("builtin", {}).get("median_ms")
     ratios = {f"{v}_over_builtin": out[v]["median_ms"] / base
               for v in out if v != "builtin" and base}

@@ -16,9 +16,17 @@ optimizer.step().
   exdyna_sync     the same with State(overlap=False): each bucket stepped inside the hook
   exdyna_paper    exdyna overlapped with the paper's controller and balance (Alg. 3/5: no
                   ladder to count and gather, so fewer host round trips per bucket)
-Each hook's density, bytes and per-bucket statistics are reported. The variants run in --rounds
+Each hook's density, bytes and per-bucket statistics are reported, and every variant's phases
+(medians, ms from the step's start): when the host got past forward, backward (DDP waits there
+for every bucket's future) and the optimizer's launch; the GPU's time between those points (CUDA
+events on the stream); when the hook was called for each bucket and when its future completed.
+Where the host waits and the GPU idles shows there. The variants run in --rounds
 rounds (default 2), one after another in each: a variant's median is over the steps of all its
 rounds, and each round's own median is kept (round_medians_ms), so drift of the machine shows.
+
+--bucket-view on runs every variant with DDP(gradient_as_bucket_view=True) (the gradients are
+views into the buckets, so a hook that returns its bucket, as DDP's own and exdyna's do, needs no
+copy into them afterwards), named X+view; both runs each variant in both settings.
 
 At world size 1 the collectives move nothing, so the ratio exdyna / builtin is what the hook costs
 on the GPU (accumulate, select, scatter, and the host round trips), not what it saves on a network.
@@ -60,6 +68,9 @@ def parse_args(argv=None):
                    help=f"comma-separated, from {', '.join(VARIANTS)}")
     p.add_argument("--rounds", type=int, default=2,
                    help="times each variant is measured, interleaved (default 2)")
+    p.add_argument("--bucket-view", choices=("off", "on", "both"), default="off",
+                   help="DDP's gradient_as_bucket_view for every variant: off (DDP's default), "
+                        "on (variants named X+view), or both settings in turn")
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="check this script without a GPU: CPU model, Gloo group; times mean nothing")
     a = p.parse_args(argv)
@@ -125,13 +136,17 @@ def main(argv=None):
                             timeout=datetime.timedelta(seconds=120))
     result["group"] = f"{backend}, world size 1"
     result["rounds"] = args.rounds
+    result["bucket_view"] = args.bucket_view
+    views = {"off": (False,), "on": (True,), "both": (False, True)}[args.bucket_view]
     runs = {}
     for _ in range(args.rounds):
-        for v in args.variants:
+        for variant, view in ((v, view) for view in views for v in args.variants):
+            v = variant + ("+view" if view else "")
             if "error" in result["variants"].get(v, {}):
                 continue
             try:
-                runs.setdefault(v, []).append(run_variant(torch, torchvision, v, args, device))
+                runs.setdefault(v, []).append(
+                    run_variant(torch, torchvision, variant, args, device, view))
                 result["variants"][v] = summarize(runs[v], args.batch)
             except Exception as e:
                 msg = f"{v}: {type(e).__name__}: {e}"
@@ -146,10 +161,12 @@ def main(argv=None):
     def med(name):
         return vs.get(name, {}).get("median_ms")
     ratios = {}
-    for mine in ("exdyna", "exdyna_sync", "exdyna_paper"):
-        for ref in ("builtin", "allreduce_hook"):
-            if med(mine) and med(ref):
-                ratios[f"{mine}_over_{ref}"] = med(mine) / med(ref)
+    for suffix in ("+view" if view else "" for view in views):
+        for mine in ("exdyna", "exdyna_sync", "exdyna_paper"):
+            for ref in ("builtin", "allreduce_hook"):
+                if med(mine + suffix) and med(ref + suffix):
+                    ratios[f"{mine}{suffix}_over_{ref}{suffix}"] = (med(mine + suffix)
+                                                                    / med(ref + suffix))
     result["ratios"] = ratios
     result["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     print_table(result)
@@ -158,21 +175,23 @@ def main(argv=None):
     return 1 if result["errors"] else 0
 
 
-def run_variant(torch, torchvision, variant, args, device):
+def run_variant(torch, torchvision, variant, args, device, view=False):
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
     net = torchvision.models.resnet18(num_classes=args.classes).to(device)
-    model = DDP(net, device_ids=[0] if device == "cuda" else None)
+    model = DDP(net, device_ids=[0] if device == "cuda" else None,
+                gradient_as_bucket_view=view)
     state = None
+    hook_marks = []  # [bucket index, hook called, future done] (perf_counter) of this step
     if variant == "allreduce_hook":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        model.register_comm_hook(None, default_hooks.allreduce_hook)
+        model.register_comm_hook(None, timed_hook(default_hooks.allreduce_hook, hook_marks))
     elif variant.startswith("exdyna"):
         import exdyna.ddp
         paper = dict(controller="paper", balance="paper") if variant == "exdyna_paper" else {}
         state = exdyna.ddp.State(density=args.density, overlap=variant != "exdyna_sync", **paper)
-        model.register_comm_hook(state, exdyna.ddp.hook)
+        model.register_comm_hook(state, timed_hook(exdyna.ddp.hook, hook_marks))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator(device=device).manual_seed(1)
     batches = [(torch.randn(args.batch, 3, args.image, args.image, device=device, generator=g),
@@ -183,26 +202,38 @@ def run_variant(torch, torchvision, variant, args, device):
         if device == "cuda":
             torch.cuda.synchronize()
 
-    def step(i):
+    cuda = device == "cuda"
+
+    def step(i, marks):
         x, y = batches[i % len(batches)]
+        mark(marks, "start", cuda)
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(model(x), y)
+        mark(marks, "forward", cuda)
         loss.backward()
+        mark(marks, "backward", cuda)
         opt.step()
+        mark(marks, "optimizer", cuda)
         return loss
 
     for i in range(args.warmup):
-        step(i)
+        step(i, {})
     sync()
     ms = []
+    phases = []
     loss = None
     for i in range(args.steps):
+        marks = {}
+        hook_marks.clear()
         t0 = time.perf_counter()
-        loss = step(i)
+        loss = step(i, marks)
         sync()
         ms.append((time.perf_counter() - t0) * 1e3)
+        phases.append(step_phases(marks, hook_marks, t0, ms[-1]))
     n_params = sum(p.numel() for p in model.parameters())
     r = {"ms": ms, "parameters": n_params, "last_loss": float(loss)}
+    if phases:
+        r["phases"] = median_phases(phases)
     if state is not None:
         r["hook"] = {
             "density": state.density(), "target_density": args.density,
@@ -217,6 +248,54 @@ def run_variant(torch, torchvision, variant, args, device):
     return r
 
 
+def timed_hook(hook, marks):
+    """hook, recording [bucket index, when it was called, when its future completed] per bucket
+    (perf_counter seconds) into marks, for the step's phases."""
+    def timed(state, bucket):
+        rec = [bucket.index(), time.perf_counter(), None]
+        fut = hook(state, bucket)
+        marks.append(rec)
+        fut.add_done_callback(lambda _f: rec.__setitem__(2, time.perf_counter()))
+        return fut
+    return timed
+
+
+def mark(marks, name, cuda):
+    """A host time and (cuda) an event on the current stream, named, into marks."""
+    ev = None
+    if cuda:
+        import torch
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+    marks[name] = (time.perf_counter(), ev)
+
+
+def step_phases(marks, hook_marks, t0, step_ms):
+    """One step's phases in ms. host_*: when the host got past forward, backward (DDP waited for
+    every bucket's future in it) and the optimizer's launch, from the step's start; gpu_*: the
+    GPU's time between the same points of its stream (gpu_backward takes in what the stream
+    waited for: the hooks' updates); bucket<i>_called / _done: when the hook was called for
+    bucket i and when its future completed, from the step's start."""
+    out = {"step": step_ms}
+    for name in ("forward", "backward", "optimizer"):
+        out[f"host_{name}"] = (marks[name][0] - t0) * 1e3
+    names = ("start", "forward", "backward", "optimizer")
+    for a, b in zip(names, names[1:]):
+        if marks[a][1] is not None:
+            out[f"gpu_{b}"] = marks[a][1].elapsed_time(marks[b][1])
+    for index, called, done in hook_marks:
+        out[f"bucket{index}_called"] = (called - t0) * 1e3
+        if done is not None:
+            out[f"bucket{index}_done"] = (done - t0) * 1e3
+    return out
+
+
+def median_phases(phases):
+    """Each phase's median over the steps that have it, in ms."""
+    keys = sorted({k for p in phases for k in p})
+    return {k: round(statistics.median(p[k] for p in phases if k in p), 3) for k in keys}
+
+
 def summarize(rounds, batch):
     """One variant's figures over its rounds (run_variant's results): the step times of all
     rounds together, each round's median, and the last round's loss and hook statistics."""
@@ -229,6 +308,8 @@ def summarize(rounds, batch):
            "last_loss": last["last_loss"]}
     if "hook" in last:
         out["hook"] = last["hook"]
+    if "phases" in last:
+        out["phases"] = last["phases"]
     return out
 
 
@@ -245,6 +326,9 @@ def print_table(result):
         print(f"  {name:<15} {v['median_ms']:8.2f} ms/step  (rounds {rounds}; min "
               f"{v['min_ms']:.2f}, p90 {v['p90_ms']:.2f}; {v['images_per_s']:.0f} images/s; "
               f"loss {v['last_loss']:.3f})")
+        if "phases" in v:
+            print(f"  {'':<15} phases (ms, medians): " + ", ".join(
+                f"{k} {x:.2f}" for k, x in v["phases"].items() if k != "step"))
         if "hook" in v:
             h = v["hook"]
             print(f"  {'':<15} density {h['density']:.5f} (target {h['target_density']}), "

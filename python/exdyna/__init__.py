@@ -97,12 +97,13 @@ class Sparsifier:
         self._core = _exdyna.Sparsifier(sparsifier, float(density), self._group, self._options)
         self._agreed = False  # the ranks' fingerprints are compared at this object's first step
 
-    def step(self, grad):
+    def step(self, grad, *, in_place=False):
         """This rank's raw gradient (float32, bfloat16 or float16; contiguous, any shape) in; the
         averaged sparse update (a new tensor of the same shape, dtype and device, identical on
         every rank) out. The input is unchanged; the residual stays inside (error feedback), in
         float32 whatever the gradient's dtype: a 16-bit gradient is widened for the step and the
-        update rounded back to its dtype.
+        update rounded back to its dtype. in_place=True writes the update into grad and returns
+        grad (no copy of a float32 gradient: what a DDP hook does with its bucket).
 
         On a CUDA tensor (a build with the GPU path, cuda_built(); an NCCL group, or Gloo)
         everything stays on the GPU, ordered on torch's current stream: exdyna (controller "paper"
@@ -124,12 +125,16 @@ class Sparsifier:
                              "tensors")
         if not self._agreed:
             self._check_agreement(grad)
+        if not isinstance(in_place, bool):
+            raise TypeError(f"in_place {in_place!r} is not a bool")
         wide = grad if grad.dtype == torch.float32 else grad.float()
-        if wide.is_cuda:
-            update = self._core.step(wide, torch.cuda.current_stream(wide.device).cuda_stream)
-        else:
-            update = self._core.step(wide)
-        return update if grad.dtype == torch.float32 else update.to(grad.dtype)
+        # A widened copy is stepped in place too: it is this call's own.
+        own = in_place or wide is not grad
+        stream = torch.cuda.current_stream(wide.device).cuda_stream if wide.is_cuda else 0
+        update = self._core.step(wide, stream, own)
+        if grad.dtype == torch.float32:
+            return update
+        return grad.copy_(update) if in_place else update.to(grad.dtype)
 
     def fingerprint(self, grad):
         """What every rank must agree on to step together: a dict of the _FIELDS."""

@@ -6,8 +6,9 @@
     model.register_comm_hook(state, exdyna.ddp.hook)
 
 Every bucket's flat gradient goes through error feedback and the sparsifier over the process
-group, and the hook returns a completed future of the averaged sparse update, which DDP writes back
-into the parameters' gradients (identical on every rank). Each bucket keeps its own sparsifier
+group, and the hook returns a completed future of the averaged sparse update, written into the
+bucket's buffer (in place, as DDP's own hooks), which DDP writes back into the parameters'
+gradients (identical on every rank). Each bucket keeps its own sparsifier
 (residual, partitions, threshold), keyed by the bucket's index, its length and the shapes of its
 parameters in order (a key that is the same after a restart, so checkpoints can name buckets).
 DDP rebuilds its buckets after the first iteration, in gradient-ready order: a bucket whose key is
@@ -69,7 +70,9 @@ class State:
 
     sparsifier, density, process_group, options: exdyna.Sparsifier's arguments, in its order; a
     bad name, density or option raises ValueError here, before training. process_group=None is
-    the default group (resolved now, and again after unpickling).
+    the default group (resolved now, and again after unpickling). measure_global_error defaults
+    to False here (stats' global_error is NaN): pass True for Eq. 1's global error each step, at
+    one more all-reduce per bucket step.
     start_iter: the first start_iter iterations (DDP steps) all-reduce every bucket densely,
     exactly as DDP's own all-reduce does (divide by the world size, sum); the sparsifiers start
     afterwards with residuals at zero (PowerSGD's start_powerSGD_iter).
@@ -149,6 +152,9 @@ class State:
 
     def _make(self, key=None):
         options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
+        # Eq. 1's global error costs an all-reduce (and, on the GPU, two waits) per bucket step,
+        # on the path DDP waits for: off unless asked for.
+        options = {"measure_global_error": False, **options}
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
     def sparse_bytes(self, n_g, world_size):
@@ -479,7 +485,9 @@ def hook(state, bucket):
                              "k_total": buf.numel(), "density": 1.0, "f_t": 1.0,
                              "bytes": {"allreduce": dense_bytes, "total": dense_bytes}}
                 else:
-                    update = sp.step(buf)
+                    # In place, as DDP's own hooks: no copy of the bucket, and with
+                    # gradient_as_bucket_view=True none of the update into the gradients either.
+                    update = sp.step(buf, in_place=True)
                     stats = sp.stats
                 state.record(index, stats, dense_bytes)
                 fut.set_result(update)  # inside the stream's context: the event goes on it

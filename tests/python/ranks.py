@@ -4,6 +4,7 @@ rank fails the test through mp.spawn."""
 
 import copy
 import datetime
+import math
 import os
 import time
 
@@ -366,6 +367,29 @@ def ddp_overlap_same(rank, world, steps):
         assert a == b, f"step {t}: overlapped {a} != synchronous {b}"
     for i, (a, b) in enumerate(zip(p1, p0)):
         assert torch.equal(a, b), f"parameter {i} differs between overlap=True and False"
+
+
+def ddp_global_error_on_request(rank, world, steps):
+    """The hook's sparsifiers skip Eq. 1's all-reduce unless measure_global_error=True: its
+    global_error is NaN by default and a positive number when asked for, and the parameters are
+    the same either way (measuring decides nothing)."""
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    runs = []
+    for options in ({}, {"measure_global_error": True}):
+        torch.manual_seed(0)
+        model = DDP(Stable())
+        state = exdyna.ddp.State("exdyna", 0.05, **options)
+        model.register_comm_hook(state, exdyna.ddp.hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        train_steps(model, opt, rank, 0, steps)
+        errors = [s["global_error"] for s in state.stats.values()]
+        runs.append((errors, [p.detach().clone() for p in model.parameters()]))
+    (off, p_off), (on, p_on) = runs
+    assert off and all(math.isnan(e) for e in off), off
+    assert on and all(math.isfinite(e) and e > 0 for e in on), on
+    for i, (a, b) in enumerate(zip(p_off, p_on)):
+        assert torch.equal(a, b), f"parameter {i} differs with measure_global_error=True"
 
 
 def ddp_step_error(rank, world, overlap):

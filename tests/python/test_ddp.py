@@ -24,6 +24,10 @@ def test_overlapped_hook_takes_the_synchronous_decisions(tmp_path):
     ranks.spawn(ranks.ddp_overlap_same, 2, tmp_path, 4)
 
 
+def test_global_error_is_measured_only_on_request(tmp_path):
+    ranks.spawn(ranks.ddp_global_error_on_request, 2, tmp_path, 3)
+
+
 @pytest.mark.parametrize("overlap", [True, False])
 def test_a_failing_step_raises_from_backward(tmp_path, overlap):
     ranks.spawn(ranks.ddp_step_error, 2, tmp_path, overlap, deadline_s=60)

@@ -117,6 +117,20 @@ def test_one_rank_update_is_the_sparsified_gradient(one_rank):
     assert g.abs()[kept].min() >= g.abs()[~kept].max()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_in_place_step_writes_the_update_into_the_gradient(one_rank, dtype):
+    twin, sp = exdyna.Sparsifier("exdyna", 0.01), exdyna.Sparsifier("exdyna", 0.01)
+    for t in range(3):
+        g = ranks.gradient(0, t, 10000).to(dtype)
+        expect = twin.step(g.clone())
+        u = sp.step(g, in_place=True)
+        assert u is g and u.dtype == dtype
+        assert torch.equal(g, expect), f"step {t}: the in-place update differs"
+        assert torch.equal(sp.residual(), twin.residual())
+    with pytest.raises(TypeError, match="in_place 1 is not a bool"):
+        sp.step(g, in_place=1)
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_updates_identical_on_every_rank(tmp_path, world):
     # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
