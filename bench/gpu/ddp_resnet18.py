@@ -231,7 +231,7 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
         ms.append((time.perf_counter() - t0) * 1e3)
         phases.append(step_phases(marks, hook_marks, t0, ms[-1]))
     n_params = sum(p.numel() for p in model.parameters())
-    r = {"ms": ms, "parameters": n_params, "last_loss": float(loss)}
+    r = {"ms": ms, "parameters": n_params, "last_loss": float(loss.detach())}
     if phases:
         r["phases"] = median_phases(phases)
     if state is not None:

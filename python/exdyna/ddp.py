@@ -1,7 +1,7 @@
 """exdyna as a DistributedDataParallel communication hook.
 
     import exdyna.ddp
-    model = DistributedDataParallel(net)
+    model = DistributedDataParallel(net, gradient_as_bucket_view=True)  # no copy after the hook
     state = exdyna.ddp.State(density=0.01)            # process_group=None: DDP's default group
     model.register_comm_hook(state, exdyna.ddp.hook)
 
