@@ -206,14 +206,14 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
 
     def step(i, marks):
         x, y = batches[i % len(batches)]
-        mark(marks, "start", cuda)
+        mark(torch, marks, "start", cuda)
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(model(x), y)
-        mark(marks, "forward", cuda)
+        mark(torch, marks, "forward", cuda)
         loss.backward()
-        mark(marks, "backward", cuda)
+        mark(torch, marks, "backward", cuda)
         opt.step()
-        mark(marks, "optimizer", cuda)
+        mark(torch, marks, "optimizer", cuda)
         return loss
 
     for i in range(args.warmup):
@@ -231,9 +231,8 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
         ms.append((time.perf_counter() - t0) * 1e3)
         phases.append(step_phases(marks, hook_marks, t0, ms[-1]))
     n_params = sum(p.numel() for p in model.parameters())
-    r = {"ms": ms, "parameters": n_params, "last_loss": float(loss.detach())}
-    if phases:
-        r["phases"] = median_phases(phases)
+    r = {"ms": ms, "parameters": n_params, "last_loss": float(loss.detach()),
+         "phases": median_phases(phases)}
     if state is not None:
         r["hook"] = {
             "density": state.density(), "target_density": args.density,
@@ -260,11 +259,10 @@ def timed_hook(hook, marks):
     return timed
 
 
-def mark(marks, name, cuda):
+def mark(torch, marks, name, cuda):
     """A host time and (cuda) an event on the current stream, named, into marks."""
     ev = None
     if cuda:
-        import torch
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
     marks[name] = (time.perf_counter(), ev)
