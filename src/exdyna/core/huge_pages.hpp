@@ -1,8 +1,7 @@
 // Gradient-sized buffers on transparent huge pages. Where the kernel's THP mode is "madvise" (the
-// default of many distributions, and of this project's machines), a 100 MB buffer is otherwise
-// 25,600 page faults when first touched and as many TLB entries for every pass over it; advised,
-// it is 50 of each. Measured at n_g = 25.6M, one worker: the threshold pass 42 -> 16 ms, the
-// step's CPU time 96 -> 40 ms (docs/benchmarks.md, "Huge pages").
+// default of many distributions), a 100 MB buffer is otherwise 25,600 page faults when first
+// touched and as many TLB entries for every pass over it; advised, it is 50 of each. Measured
+// effect and command: docs/benchmarks.md, "Huge pages".
 #pragma once
 
 #include <algorithm>
