@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package exdyna needs. Idempotent and non-interactive; run as root
 # (or with sudo available) on Debian 12.
-# libopenblas0-serial: Debian's libtorch calls the BLAS behind libblas.so.3, which without it is
-# the reference BLAS (80x200 times 200x10,000: 210 ms against 7); serial, because every rank
-# here is a process with one thread. python3.11-doc: the English text of the DDP LSTM.
+# libopenblas0-pthread: Debian's libtorch calls the BLAS behind libblas.so.3, which without it is
+# the reference BLAS (80x200 times 200x10,000: 210 ms against 7). Not the serial variant: it is not
+# safe to call from two threads at once (`exdyna train --backend local`, whose workers are threads,
+# gave a different result each run); the launchers give each rank one BLAS thread
+# (OPENBLAS_NUM_THREADS=1). python3.11-doc: the English text of the DDP LSTM.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git clang-format
@@ -15,7 +17,7 @@ packages=(
   dataset-fashion-mnist gnuplot-nox
   iproute2 nftables
   python3-torch pybind11-dev python3-pytest python3.11-doc
-  libopenblas0-serial
+  libopenblas0-pthread
 )
 missing=()
 for p in "${packages[@]}"; do

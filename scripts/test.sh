@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test: the full build's CTest suite (unit, multi-process engine
-# and training tests), then the Python package installed with pip into .venv and its pytest suite
-# (scripts/python-package.sh), then the library alone (EXDYNA_MINIMAL) with its unit tests and the
-# install test, then the core unit tests again built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (no MPI, no libtorch), then the libFuzzer targets of tests/fuzz (clang;
-# 60 s each, two at a time; skipped with a reason where clang or its fuzzer runtime is missing).
+# The tests, in two sizes.
+#
+#   scripts/test.sh         builds once (scripts/build.sh: nothing to do after the main command)
+#                           and runs the build's whole CTest suite but the `long` soaks: unit,
+#                           command line, multi-process engines, training, short soaks, compare,
+#                           and the Python package's pytest suite against build/python.
+#   scripts/test.sh --all   the same, then what needs other builds: the Python package installed
+#                           as a user installs it (scripts/python-package.sh: a venv,
+#                           `pip install --no-build-isolation .`, pytest), the library alone
+#                           (EXDYNA_MINIMAL) with its unit tests and the install test, the unit
+#                           tests under AddressSanitizer and UndefinedBehaviorSanitizer, and the
+#                           libFuzzer targets (clang; 60 s each, two at a time). `.ci/run` runs it.
+#
+# `ctest --test-dir build -L long` runs the 20,000-iteration soaks left out of both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
-bash scripts/build.sh
-# Label `long` (the 20,000-iteration soaks) is left out: `ctest --test-dir build -L long` runs it.
-# Label `python` too: the same pytest suite runs next against the pip-installed package instead.
-ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -LE 'long|python'
+all=0
+case "${1:-}" in
+  "") ;;
+  --all) all=1 ;;
+  *)
+    echo "scripts/test.sh: unknown argument '$1'; expected nothing (the quick suite) or --all" >&2
+    exit 2
+    ;;
+esac
 
-# The Python package as a user installs it: a venv, `pip install --no-build-isolation .`, pytest.
+bash scripts/build.sh
+# Multi-process tests mostly wait on each other; twice the cores keeps both cores busy.
+ctest --test-dir build --output-on-failure -j "$((2 * jobs))" --timeout 900 -LE long
+
+[ "$all" = 1 ] || exit 0
+
 bash scripts/python-package.sh
 
 # The library alone, as on a machine with only a compiler and CMake (EXDYNA_MINIMAL: no MPI,

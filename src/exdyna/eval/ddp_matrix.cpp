@@ -125,6 +125,7 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, co
   // Gloo binds to the address the host name resolves to (loopback inside a namespace) unless told
   // the host's link.
   rc.env = {{"OMP_NUM_THREADS", "1"},
+            {"OPENBLAS_NUM_THREADS", "1"},
             {"PYTHONUNBUFFERED", "1"},
             {"GLOO_SOCKET_IFNAME", "eth0"},
             {"TP_SOCKET_IFNAME", "eth0"}};

@@ -145,6 +145,7 @@ RanksResult run_job(const MatrixOptions& o, const HostSet* hosts, int workers,
                 {"LOCAL_RANK", "0"},
                 {"LOCAL_WORLD_SIZE", "1"},
                 {"OMP_NUM_THREADS", "1"},
+                {"OPENBLAS_NUM_THREADS", "1"},
                 {"EXDYNA_JOB_TOKEN", token}};
       if (!gloo_log_below.empty()) rc.env.emplace_back("EXDYNA_GLOO_LOG_BELOW", gloo_log_below);
     } else {

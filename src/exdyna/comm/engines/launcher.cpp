@@ -139,6 +139,8 @@ namespace {
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("EXDYNA_LAUNCHED", "1", 1);
   ::setenv("EXDYNA_JOB_TOKEN", opt.job_token.c_str(), 1);
+  // One BLAS thread per rank unless the user chose: the ranks already fill the cores.
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 0);
   ::execv(opt.exe.c_str(), args.data());
   std::fprintf(stderr, "exdyna: launcher: cannot start %s: %s\n", opt.exe.c_str(),
                std::strerror(errno));
