@@ -22,7 +22,8 @@ Models (Gloo, one thread per rank, the same seed on every rank):
 Hooks: allreduce (DDP with no hook: its C++ all-reduce), fp16, bf16 (PyTorch's
 fp16_compress_hook, bf16_compress_hook), powersgd-rN (powerSGD_hook, rank N, error feedback and
 warm start, start_powerSGD_iter = 10 % of --steps as PowerSGDState's documentation advises, at
-least 2), exdyna-dX (exdyna.ddp.hook, State(density=X), the exact controller, overlapped),
+least 2), exdyna-dX (exdyna.ddp.hook, State(density=X), the exact controller, overlapped, with
+the density warm-up over the same share of steps: warmup_steps = 10 % of --steps, at least 2),
 exdyna-sync-dX (the same with overlap=False).
 
 The CSV (rank 0; one row per step): step, wall_s (training time so far, evaluation excluded),
@@ -242,7 +243,12 @@ def register(model, kind, param, steps, n_params, clock):
     else:
         import exdyna.ddp
         density, overlap = param
-        state = exdyna.ddp.State(density=density, overlap=overlap, controller="exact")
+        # The density warm-up gets PowerSGD's share of the steps (docs/python.md, "When the
+        # accuracy lags": without it d = 0.001 diverges on the CNN).
+        warmup = max(2, steps // 10)
+        meta["warmup_steps"] = warmup
+        state = exdyna.ddp.State(density=density, overlap=overlap, controller="exact",
+                                 warmup_steps=warmup)
         hook, seen = exdyna.ddp.hook, [0]
 
         def per_step(step):

@@ -218,7 +218,8 @@ py::dict stats_descriptions() {
 }
 
 constexpr std::uint32_t kStateMagic = 0x59505845;  // "EXPY"
-constexpr std::uint32_t kStateVersion = 1;
+// Version 2 adds the momentum correction's velocity (empty when off); version 1 is still read.
+constexpr std::uint32_t kStateVersion = 2;
 
 // One error-feedback sparsifier bound to one process group; built on the first step or load,
 // when the gradient length n_g is known.
@@ -301,6 +302,7 @@ class PySparsifier {
       w.put_list(std::span<const float>(residual_copy()));
       const auto s = dev_ ? dev_->sparsifier().save_state() : ef_->sparsifier().save_state();
       w.put_list(std::span<const std::byte>(s));
+      w.put_list(dev_ ? std::span<const float>() : ef_->velocity());
     }
     const auto& b = w.bytes();
     return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
@@ -310,9 +312,10 @@ class PySparsifier {
     const std::string raw = data;
     core::ByteReader r(std::as_bytes(std::span<const char>(raw.data(), raw.size())),
                        "exdyna sparsifier state");
-    EXDYNA_CHECK_ARG(
-        r.get<std::uint32_t>() == kStateMagic && r.get<std::uint32_t>() == kStateVersion,
-        "state is not an exdyna sparsifier state (version ", kStateVersion, ")");
+    const bool magic = r.get<std::uint32_t>() == kStateMagic;
+    const auto version = magic ? r.get<std::uint32_t>() : 0;
+    EXDYNA_CHECK_ARG(magic && (version == 1 || version == kStateVersion),
+                     "state is not an exdyna sparsifier state (version 1 or ", kStateVersion, ")");
     const std::string fp = r.get_string();
     const auto iteration = r.get<std::int64_t>();
     // A loaded state (iteration, residual and the sparsifier's own) moves to the device at the
@@ -329,6 +332,7 @@ class PySparsifier {
     }
     auto residual = r.get_list<float>();
     auto sparsifier_state = r.get_list<std::byte>();
+    const auto velocity = version >= 2 ? r.get_list<float>() : std::vector<float>();
     r.expect_end();
     const auto n = static_cast<std::int64_t>(residual.size());
     EXDYNA_CHECK_ARG(fp == fingerprint_for(n), "state was saved by sparsifier '", fp,
@@ -342,9 +346,13 @@ class PySparsifier {
       return;
     }
     ensure_built(n);
+    const auto u = ef_->mutable_velocity();
+    EXDYNA_CHECK_ARG(velocity.size() == u.size(), "state has a velocity of ", velocity.size(),
+                     " values; this sparsifier's momentum correction holds ", u.size());
     std::copy(residual.begin(), residual.end(), ef_->mutable_residual().begin());
+    std::copy(velocity.begin(), velocity.end(), u.begin());
+    ef_->set_iteration(iteration);  // first: it builds the sparsifier of the warm-up phase
     ef_->sparsifier().load_state(sparsifier_state);
-    ef_->set_iteration(iteration);
   }
 
   // The error-feedback residual (a copy; None before the first step), and setting it, which
@@ -367,6 +375,26 @@ class PySparsifier {
     }
     ensure_built(c.numel());
     std::copy(values.begin(), values.end(), ef_->mutable_residual().begin());
+  }
+
+  // The momentum correction's velocity (a copy; None before the first step or when it is off),
+  // and setting it (builds the sparsifier for its length), as the residual.
+  py::object velocity() const {
+    if (!ef_ || ef_->velocity().empty()) return py::none();
+    const auto v = ef_->velocity();
+    return py::cast(at::from_blob(const_cast<float*>(v.data()),
+                                  {static_cast<std::int64_t>(v.size())}, at::kFloat)
+                        .clone());
+  }
+  void set_velocity(const at::Tensor& v) {
+    if (v.scalar_type() != at::kFloat) throw py::type_error("velocity: expected a float32 tensor");
+    const at::Tensor c = v.detach().to(at::kCPU).contiguous();
+    ensure_built(c.numel());
+    const auto u = ef_->mutable_velocity();
+    EXDYNA_CHECK_ARG(!u.empty(),
+                     "set_velocity: this sparsifier has no momentum correction "
+                     "(momentum_correction=0)");
+    std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), u.begin());
   }
 
   std::int64_t n_g() const { return n_g_; }
@@ -397,6 +425,11 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(n_g > 0, "gradient is empty; expected at least one element");
     EXDYNA_CHECK_ARG(!ef_ || n_g == n_g_, "gradient has ", n_g,
                      " elements; this sparsifier was built for ", n_g_);
+    const auto& conv = opt_.config.convergence;
+    EXDYNA_CHECK_ARG(
+        conv.momentum_correction == 0 && conv.local_clip == 0 && conv.warmup_steps == 0,
+        "momentum_correction, local_clip and warmup_steps run on CPU tensors only "
+        "in this version; on CUDA tensors leave them at 0");
     auto sp =
         registry_.make(name_, sparsifiers::bind(opt_.config, n_g, comm_->size(), comm_->rank()));
     EXDYNA_CHECK_ARG(sp->runs_on_device(), "sparsifier '", name_,
@@ -524,6 +557,8 @@ PYBIND11_MODULE(_exdyna, m) {
       .def("load_state", &PySparsifier::load_state, py::arg("state"))
       .def("residual", &PySparsifier::residual)
       .def("set_residual", &PySparsifier::set_residual, py::arg("residual"))
+      .def("velocity", &PySparsifier::velocity)
+      .def("set_velocity", &PySparsifier::set_velocity, py::arg("velocity"))
       .def_property_readonly("n_g", &PySparsifier::n_g)
       .def_property_readonly("iteration", &PySparsifier::iteration)
       .def_property_readonly("name", &PySparsifier::name)

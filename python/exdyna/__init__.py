@@ -73,7 +73,9 @@ class Sparsifier:
     torch.distributed process group (Gloo, or NCCL for CUDA tensors; default: the default group).
     options: the library's option table in Python spelling (the CLI's flags with underscores;
     option_names() lists them, docs/sparsifiers.md describes them), plus measure_global_error (bool)
-    and timeout (seconds). The defaults are the library's: controller="exact", balance="exact",
+    and timeout (seconds). The convergence options run on CPU tensors: momentum_correction (DGC's
+    momentum correction with masking: the update then carries the momentum, so the optimizer must
+    apply none), local_clip, warmup_steps and warmup_start (the density warm-up). The defaults are the library's: controller="exact", balance="exact",
     worker_cap="auto"; controller="paper", balance="paper" runs the paper's Algorithms 3 and 5.
 
     Every rank of the group must call step() in the same order with gradients of the same length
@@ -206,6 +208,15 @@ class Sparsifier:
     def set_residual(self, residual):
         """Replaces the residual (float32, length n_g; builds the sparsifier for that length)."""
         self._core.set_residual(residual)
+
+    def velocity(self):
+        """A copy of the momentum correction's velocity (None before the first step, or when
+        momentum_correction is 0)."""
+        return self._core.velocity()
+
+    def set_velocity(self, velocity):
+        """Replaces the velocity (float32, length n_g); ValueError without momentum_correction."""
+        self._core.set_velocity(velocity)
 
     @property
     def name(self):

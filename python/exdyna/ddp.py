@@ -46,6 +46,7 @@ import collections
 import concurrent.futures
 import contextlib
 import math
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -81,6 +82,11 @@ class State:
     all-reduce is all-reduced densely instead (tiny buckets).
     overlap: step the buckets on a communication thread while backward goes on (see the module's
     doc); False steps them on the autograd thread. Decisions are the same either way.
+    optimizer: with momentum_correction=m (DGC's: the buckets accumulate the velocity, masked
+    where sent, so the update carries the momentum), the optimizer is checked here: one that
+    applies momentum again is refused (ValueError); without it, a warning says what to check.
+    The velocity is each bucket's, carried like the residual (rebuilds, state_dict,
+    group_state_dict). See docs/python.md, "When the accuracy lags".
 
     After each step: stats (dict bucket index -> that bucket's last statistics: a sparse bucket's
     are exdyna.Sparsifier.stats plus mode "sparse"; a dense bucket's are mode "dense" (warm-up)
@@ -101,7 +107,7 @@ class State:
     """
 
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
-                 min_compression_rate=2.0, overlap=True, **options):
+                 min_compression_rate=2.0, overlap=True, optimizer=None, **options):
         if not isinstance(overlap, bool):
             raise TypeError(f"overlap {overlap!r} is not a bool")
         if isinstance(start_iter, bool) or not isinstance(start_iter, int) or start_iter < 0:
@@ -122,7 +128,27 @@ class State:
         self.options = dict(options)
         # Validate now, not inside backward: building one costs no collective.
         self._make()
+        self._check_momentum_pairing(optimizer)
         self._reset()
+
+    def _check_momentum_pairing(self, optimizer):
+        """momentum_correction puts the momentum into the update: an optimizer that applies its
+        own would apply it twice (each sent value about 1 / (1 - m) times too far)."""
+        m = self.options.get("momentum_correction", 0)
+        if not m:
+            return
+        if optimizer is None:
+            warnings.warn(f"exdyna.ddp.State(momentum_correction={m}): the hook's update carries "
+                          "the momentum; the optimizer must apply none (SGD momentum=0). Pass "
+                          "optimizer= to have it checked", stacklevel=3)
+            return
+        for i, group in enumerate(optimizer.param_groups):
+            if group.get("momentum", 0) or group.get("nesterov", False):
+                raise ValueError(
+                    f"momentum_correction={m} puts the momentum into the hook's update, and "
+                    f"optimizer {type(optimizer).__name__} applies momentum "
+                    f"{group.get('momentum')} again (param group {i}); expected an optimizer "
+                    "without momentum (torch.optim.SGD(..., momentum=0))")
 
     def _reset(self):
         self._buckets = {}  # bucket_key -> Sparsifier
@@ -182,12 +208,14 @@ class State:
         sp = self._buckets.get(key)
         if sp is None:
             if key in self._group_loaded:
-                mean, threshold = self._group_loaded.pop(key)
+                mean, threshold, velocity = self._group_loaded.pop(key)
                 if (self.sparsifier == "exdyna" and threshold is not None
                         and math.isfinite(threshold) and threshold > 0):
                     self._bucket_options[key] = {"initial_threshold": float(threshold)}
                 sp = self._make(key)
                 sp.set_residual(mean)
+                if velocity is not None:
+                    sp.set_velocity(velocity)
             else:
                 sp = self._make(key)
             if key in self._loaded:
@@ -228,6 +256,12 @@ class State:
             self._thread = None
 
     def _carry_residual(self, sp, layout):
+        self._carry(sp, layout, "residual")
+        if self.options.get("momentum_correction", 0):
+            self._carry(sp, layout, "velocity")
+
+    def _carry(self, sp, layout, what):
+        """Sets sp's residual (or velocity) from the old buckets' at the same parameters."""
         self.drain()  # the old buckets' residuals are final only once their steps are done
         where = {}
         for old_key, old_layout in self._layout.items():
@@ -245,11 +279,11 @@ class State:
             if old_numel != numel:
                 continue
             if old_key not in old_residuals:
-                old_residuals[old_key] = self._buckets[old_key].residual()
+                old_residuals[old_key] = getattr(self._buckets[old_key], what)()
             r = old_residuals[old_key]
             if r is not None:
                 residual[offset:offset + numel] = r[old_offset:old_offset + numel]
-        sp.set_residual(residual)
+        getattr(sp, "set_" + what)(residual)
 
     def check_shapes(self, shapes):
         """Refuses (ValueError, before the bucket's collective) a bucket holding a parameter
@@ -347,7 +381,8 @@ class State:
         self.drain()
         self._reset()
         if state["format"] == "exdyna.ddp.State/group":
-            self._group_loaded = {k: (b["mean_residual"], b["threshold"])
+            self._group_loaded = {k: (b["mean_residual"], b["threshold"],
+                                      b.get("mean_velocity"))
                                   for k, b in state["buckets"].items()}
         else:
             self._loaded = dict(state["buckets"])
@@ -384,7 +419,15 @@ class State:
             total = r.to(device) if device is not None else r.clone()
             dist.all_reduce(total, group=group)
             stats = sp.stats
-            buckets[key] = {"mean_residual": (total / world).cpu(),
+            mean_velocity = None
+            if self.options.get("momentum_correction", 0):
+                v = sp.velocity()
+                v = torch.zeros_like(r) if v is None else v
+                v = v.to(device) if device is not None else v
+                dist.all_reduce(v, group=group)
+                mean_velocity = (v / world).cpu()
+            buckets[key] = {"mean_velocity": mean_velocity,
+                            "mean_residual": (total / world).cpu(),
                             "threshold": stats["threshold"] if stats else
                             self._bucket_options.get(key, {}).get("initial_threshold")}
         return {"format": "exdyna.ddp.State/group", "sparsifier": self.sparsifier,

@@ -460,3 +460,47 @@ def elastic_resume(rank, world, path):
     for i, p in enumerate(model.parameters()):
         assert torch.isfinite(p).all()
         assert_same_on_every_rank(p, f"parameter {i} after resuming at {world} ranks")
+
+
+# --- momentum correction's velocity through a change of world size ------------------------------
+
+def _momentum_model(net):
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(net, bucket_cap_mb=0.25)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    state = exdyna.ddp.State(density=0.02, momentum_correction=0.9, optimizer=opt)
+    model.register_comm_hook(state, exdyna.ddp.hook)
+    return model, state, opt
+
+
+def elastic_velocity_save(rank, world, path):
+    """Trains Stable() with momentum correction and saves the group checkpoint, whose velocity is
+    the mean of the ranks' velocities."""
+    torch.manual_seed(0)
+    model, state, opt = _momentum_model(Stable())
+    train_steps(model, opt, rank, 0, 3)
+    (key,) = state.buckets()
+    velocities = gathered(state.bucket_sparsifier(key).velocity())
+    ckpt = state.group_state_dict()
+    mean = ckpt["buckets"][key]["mean_velocity"]
+    expect = torch.stack(velocities).double().mean(0)
+    assert expect.abs().sum() > 0
+    assert torch.allclose(mean.double(), expect, rtol=0, atol=1e-6 * float(expect.abs().max()))
+    if rank == 0:
+        torch.save({"model": model.module.state_dict(), "hook": ckpt}, path)
+
+
+def elastic_velocity_resume(rank, world, path):
+    """Every rank of the resumed group starts from the saved mean velocity."""
+    ckpt = torch.load(path)
+    net = Stable()
+    net.load_state_dict(ckpt["model"])
+    model, state, opt = _momentum_model(net)
+    state.load_state_dict(ckpt["hook"])
+    (key, saved), = ckpt["hook"]["buckets"].items()
+    assert torch.equal(state.bucket_sparsifier(key).velocity(), saved["mean_velocity"])
+    train_steps(model, opt, rank, 3, 5)
+    for i, p in enumerate(model.parameters()):
+        assert torch.isfinite(p).all()
+        assert_same_on_every_rank(p, f"parameter {i} after resuming at {world} ranks")

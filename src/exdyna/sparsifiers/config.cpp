@@ -38,6 +38,17 @@ void SparsifierConfig::validate() const {
                    " is not valid; expected an iteration count >= 1");
   EXDYNA_CHECK_ARG(oktopk.repartition >= 1, "--oktopk-repartition ", oktopk.repartition,
                    " is not valid; expected an iteration count >= 1");
+  const auto& c = convergence;
+  EXDYNA_CHECK_ARG(c.momentum_correction >= 0 && c.momentum_correction < 1,
+                   "--momentum-correction ", c.momentum_correction,
+                   " is not valid; expected a momentum in [0, 1) (0: off)");
+  EXDYNA_CHECK_ARG(std::isfinite(c.local_clip) && c.local_clip >= 0, "--local-clip ", c.local_clip,
+                   " is not valid; expected a finite norm >= 0 (0: off)");
+  EXDYNA_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps ", c.warmup_steps,
+                   " is not valid; expected a step count >= 0 (0: off)");
+  EXDYNA_CHECK_ARG(c.warmup_steps == 0 || (c.warmup_start > density && c.warmup_start <= 1),
+                   "--warmup-start ", c.warmup_start, " is not valid with --density ", density,
+                   "; expected a density in (d, 1] to warm up from");
   exdyna.validate(world_size);
 }
 

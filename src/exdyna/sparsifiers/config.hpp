@@ -33,6 +33,16 @@ struct OkTopkOptions {
   int repartition = 64;
 };
 
+// The convergence mechanisms around error feedback (error_feedback.hpp runs them; one file each:
+// momentum_correction.hpp, local_clipping.hpp, density_warmup.hpp). All off by default.
+struct ConvergenceOptions {
+  double momentum_correction = 0;  // DGC's momentum m in [0, 1); 0: off
+  double local_clip = 0;           // DGC's local clipping norm (> 0: on); each of N workers
+                                   // clips its gradient to local_clip / sqrt(N)
+  std::int64_t warmup_steps = 0;   // density warm-up over this many steps; 0: off
+  double warmup_start = 0.25;      // the warm-up's first density (1: dense), down to d
+};
+
 struct SparsifierConfig {
   double density = 0.01;  // d in (0, 1]
   std::int64_t n_g = 0;   // gradient length
@@ -45,6 +55,7 @@ struct SparsifierConfig {
   RandomKOptions randomk;
   DgcOptions dgc;
   OkTopkOptions oktopk;
+  ConvergenceOptions convergence;
   // --values: the format of the values every sparsifier sends (core/half_float.hpp).
   core::ValueFormat values = core::ValueFormat::kFp32;
 

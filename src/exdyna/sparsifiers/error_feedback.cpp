@@ -6,15 +6,48 @@
 #include "exdyna/core/half_float.hpp"
 #include "exdyna/core/huge_pages.hpp"
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/density_warmup.hpp"
+#include "exdyna/sparsifiers/local_clipping.hpp"
 
 namespace exdyna::sparsifiers {
 
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
                              ErrorFeedbackOptions opt)
-    : sparsifier_(std::move(sparsifier)), opt_(opt) {
+    : sparsifier_(std::move(sparsifier)),
+      opt_(std::move(opt)),
+      momentum_(opt_.convergence.momentum_correction, n_g),
+      phase_density_(opt_.density) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
   EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
+  EXDYNA_CHECK_ARG(opt_.convergence.warmup_steps == 0 || opt_.remake,
+                   "a density warm-up needs ErrorFeedbackOptions::remake (make_error_feedback "
+                   "sets it)");
   core::assign_huge(residual_, static_cast<std::size_t>(n_g), 0.0f);
+  enter_phase();
+}
+
+void ErrorFeedback::set_iteration(std::int64_t t) {
+  iteration_ = t;
+  enter_phase();
+}
+
+// The sparsifier of this iteration's warm-up density, built afresh when the phase changes (its
+// threshold and partitions depend on the density; the residual and velocity carry over).
+void ErrorFeedback::enter_phase() {
+  const auto& c = opt_.convergence;
+  if (c.warmup_steps == 0) return;
+  const double d = warmup_density(iteration_, c.warmup_steps, c.warmup_start, opt_.density);
+  if (d == phase_density_) return;
+  sparsifier_ = opt_.remake(d);
+  phase_density_ = d;
+}
+
+// Clipping and momentum change state from grad before the exchange: refuse a non-finite one first.
+void ErrorFeedback::check_finite(std::span<const float> grad, int rank) const {
+  for (std::size_t i = 0; i < grad.size(); ++i)
+    if (!std::isfinite(grad[i]))
+      throw non_finite_gradient(static_cast<std::int64_t>(i), iteration_, rank, grad[i],
+                                residual_[i]);
 }
 
 DataError non_finite_gradient(std::int64_t index, std::int64_t iteration, int rank, float grad,
@@ -39,6 +72,13 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   stats.n_g = static_cast<std::int64_t>(residual_.size());
 
   core::Stopwatch sw;
+  enter_phase();
+  const auto& conv = opt_.convergence;
+  if (conv.local_clip > 0 || momentum_.on()) {
+    check_finite(grad, comm.rank());
+    clip_locally(grad, conv.local_clip, comm.size());
+    momentum_.accumulate(grad);
+  }
   const auto acc = accumulate(residual_, grad);
   if (!acc.finite) {
     // Rare path: find the first offender so the message names it. The residual holds acc now,
@@ -91,6 +131,7 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
         residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
       }
   }
+  momentum_.mask(result_);
   stats.times.update = sw.lap();
   if (stats.k_per_worker.empty())
     stats.k_per_worker.assign(static_cast<std::size_t>(comm.size()), 0);

@@ -6,13 +6,21 @@
 //              acc - round(acc), this worker's rounding error, which is sent later)
 // Invariant: after a step, residual + sent part = acc element by element, where the sent part is
 // acc (or round(acc) with 16-bit values) at the gathered indices and 0 elsewhere.
+// The convergence mechanisms (ConvergenceOptions, config.hpp) run around it, all off by default:
+//   grad <- clip(grad, local_clip / sqrt(N))        local_clipping.hpp
+//   grad <- u <- m u + grad                         momentum_correction.hpp (acc = residual + u)
+//   ... the step above, at the warm-up density of this iteration (density_warmup.hpp) ...
+//   u <- 0 where this worker's acc was sent         (momentum factor masking)
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "exdyna/core/reductions.hpp"
+#include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
@@ -20,6 +28,11 @@ namespace exdyna::sparsifiers {
 struct ErrorFeedbackOptions {
   // Eq. 1 global error, the mean over workers of ||e_{i,t}||: one extra all-reduce of one double.
   bool measure_global_error = true;
+  ConvergenceOptions convergence;
+  // The density warm-up's: the target density d, and what builds the sparsifier of a phase's
+  // density (make_error_feedback sets both; required when convergence.warmup_steps > 0).
+  double density = 0;
+  std::function<std::unique_ptr<Sparsifier>(double density)> remake;
 };
 
 class ErrorFeedback {
@@ -29,22 +42,33 @@ class ErrorFeedback {
 
   // grad (size n_g) is this worker's raw gradient on entry and the averaged sparse update on
   // exit. Throws DataError naming the first non-finite element if grad holds NaN or Inf (checked
-  // in the accumulate pass, before anything is exchanged).
+  // before anything is exchanged, and before the velocity changes).
   StepStats step(std::span<float> grad, comm::Communicator& comm);
 
   std::span<const float> residual() const { return residual_; }
   std::span<float> mutable_residual() { return residual_; }
   Sparsifier& sparsifier() { return *sparsifier_; }
   const Sparsifier& sparsifier() const { return *sparsifier_; }
+  // The momentum correction's velocity u (empty when it is off).
+  std::span<const float> velocity() const { return momentum_.velocity(); }
+  std::span<float> mutable_velocity() { return momentum_.mutable_velocity(); }
   std::int64_t iteration() const { return iteration_; }
-  void set_iteration(std::int64_t t) { iteration_ = t; }
+  // Also builds the sparsifier of t's warm-up phase: set it before loading the sparsifier's state.
+  void set_iteration(std::int64_t t);
+  // The density this iteration's sparsifier runs at (the warm-up's, else d).
+  double phase_density() const { return phase_density_; }
   // The last step's sparse result (indices and summed values).
   const SparseResult& last_result() const { return result_; }
 
  private:
+  void enter_phase();
+  void check_finite(std::span<const float> grad, int rank) const;
+
   std::unique_ptr<Sparsifier> sparsifier_;
   std::vector<float> residual_;
   ErrorFeedbackOptions opt_;
+  MomentumCorrection momentum_;
+  double phase_density_;
   SparseResult result_;
   std::int64_t iteration_ = 0;
 };

@@ -19,7 +19,19 @@ ErrorFeedback make_error_feedback(const std::string& name, const SparsifierConfi
                                   std::int64_t n_g, int world_size, int rank,
                                   const Registry& registry, ErrorFeedbackOptions ef_options) {
   // Registry::make refuses an unknown name; the sparsifier's constructor validates the options.
-  return ErrorFeedback(registry.make(name, bind(options, n_g, world_size, rank)), n_g, ef_options);
+  const SparsifierConfig bound = bind(options, n_g, world_size, rank);
+  ef_options.convergence = options.convergence;
+  ef_options.density = options.density;
+  if (options.convergence.warmup_steps > 0) {
+    // A warm-up phase at density 1 is the dense all-reduce, whatever the sparsifier.
+    ef_options.remake = [registry, name, bound](double density) {
+      SparsifierConfig c = bound;
+      c.density = density;
+      c.convergence = {};
+      return registry.make(density >= 1 ? "dense" : name, c);
+    };
+  }
+  return ErrorFeedback(registry.make(name, bound), n_g, std::move(ef_options));
 }
 
 }  // namespace exdyna::sparsifiers

@@ -51,6 +51,12 @@ bool above_one(double v) {
 bool fraction(double v) {
   return v > 0 && v <= 1;
 }
+bool unit_interval(double v) {
+  return v >= 0 && v < 1;
+}
+bool non_negative(double v) {
+  return v >= 0;
+}
 bool open_fraction(double v) {
   return v > 0 && v < 1;
 }
@@ -146,6 +152,32 @@ const OptionSpec kOptions[] = {
      "fraction of the gradient sampled for the threshold (at least 64 / d values)", "",
      [](C& c, V t) { c.dgc.sample = number(t, fraction, "a number in (0, 1]"); },
      [](const C& c) { return shown(c.dgc.sample); }},
+    {"momentum_correction", "--momentum-correction", OptionKind::kNumber, "a number in [0, 1)", "",
+     "DGC's momentum correction: accumulate the velocity m u + g instead of the gradient, "
+     "masked where sent; the optimizer then must apply no momentum (0: off)",
+     "",
+     [](C& c, V t) {
+       c.convergence.momentum_correction = number(t, unit_interval, "a number in [0, 1)");
+     },
+     [](const C& c) { return shown(c.convergence.momentum_correction); }},
+    {"local_clip", "--local-clip", OptionKind::kNumber, "a finite number >= 0", "",
+     "DGC's local gradient clipping: each of N workers clips its gradient's norm to this / "
+     "sqrt(N) before accumulating (0: off)",
+     "",
+     [](C& c, V t) { c.convergence.local_clip = number(t, non_negative, "a finite number >= 0"); },
+     [](const C& c) { return shown(c.convergence.local_clip); }},
+    {"warmup_steps", "--warmup-steps", OptionKind::kInteger, "an integer >= 0", "",
+     "density warm-up: the first this many steps run at densities from --warmup-start down to d, "
+     "in 4 geometric phases (0: off)",
+     "",
+     [](C& c, V t) {
+       c.convergence.warmup_steps = integer<std::int64_t>(t, 0, kMaxI64, "an integer >= 0");
+     },
+     [](const C& c) { return shown(c.convergence.warmup_steps); }},
+    {"warmup_start", "--warmup-start", OptionKind::kNumber, "a number in (d, 1]", "",
+     "the density warm-up's first density (1: dense)", "",
+     [](C& c, V t) { c.convergence.warmup_start = number(t, fraction, "a number in (0, 1]"); },
+     [](const C& c) { return shown(c.convergence.warmup_start); }},
     {"oktopk_period", "--oktopk-period", OptionKind::kInteger, "an integer in 1..2147483647",
      "oktopk", "iterations between exact re-evaluations of the local and global thresholds", "",
      [](C& c, V t) { c.oktopk.period = integer(t, 1, kMaxInt, "an integer in 1..2147483647"); },

@@ -28,7 +28,9 @@ void save_worker_checkpoint(const std::string& dir, std::int64_t step, double el
   s.elapsed_s = elapsed_s;
   auto p = w.model.p_span();
   s.params.assign(p.begin(), p.end());
-  auto mb = w.sgd.momentum_buffer();
+  // --momentum-correction keeps the velocity in error feedback and runs SGD without momentum:
+  // the checkpoint's momentum slot holds it then.
+  auto mb = w.ef.velocity().empty() ? w.sgd.momentum_buffer() : w.ef.velocity();
   s.momentum.assign(mb.begin(), mb.end());
   auto rs = w.ef.residual();
   s.residual.assign(rs.begin(), rs.end());
@@ -92,6 +94,7 @@ ResumePoint restore_local(const std::string& dir, const std::string& fingerprint
       DataError, s.params.size() == n && s.momentum.size() == n && s.residual.size() == n,
       "checkpoint ", file, ": holds vectors of ", s.params.size(), ", ", s.momentum.size(), " and ",
       s.residual.size(), " values; this model has n_g = ", n);
+  w.ef.set_iteration(s.ef_iteration);  // first: it builds the sparsifier of the warm-up phase
   try {
     w.ef.sparsifier().load_state(s.sparsifier_state);
   } catch (const InvalidArgument& e) {
@@ -100,10 +103,11 @@ ResumePoint restore_local(const std::string& dir, const std::string& fingerprint
     throw DataError(detail::concat("checkpoint ", file, ": sparsifier state: ", e.what()));
   }
   std::copy(s.params.begin(), s.params.end(), w.model.p_span().begin());
-  std::copy(s.momentum.begin(), s.momentum.end(), w.sgd.mutable_momentum_buffer().begin());
+  std::copy(s.momentum.begin(), s.momentum.end(),
+            (w.ef.velocity().empty() ? w.sgd.mutable_momentum_buffer() : w.ef.mutable_velocity())
+                .begin());
   std::copy(s.residual.begin(), s.residual.end(), w.ef.mutable_residual().begin());
   w.model.set_buffers(s.buffers);
-  w.ef.set_iteration(s.ef_iteration);
   return {s.step, s.elapsed_s};
 }
 

@@ -28,6 +28,12 @@ void TrainOptions::validate() const {
                    "--nesterov is not supported with --sparsifier dgc (its momentum correction is "
                    "for plain momentum)");
   validate_dgc_warmup(dgc_warmup_epochs, dgc_warmup_start, sparse.density);
+  const double mc = sparse.convergence.momentum_correction;
+  EXDYNA_CHECK_ARG(mc == 0 || sgd.momentum == 0, "--momentum-correction ", mc,
+                   " puts the momentum into the update, and --momentum ", sgd.momentum,
+                   " would apply it again; expected --momentum 0 with it");
+  EXDYNA_CHECK_ARG(mc == 0 || sparsifier != "dgc", "--momentum-correction ", mc,
+                   " is not for --sparsifier dgc, whose momentum correction is --momentum's");
   EXDYNA_CHECK_ARG(dgc_warmup_epochs == 0 || sparsifier == "dgc", "--dgc-warmup-epochs ",
                    dgc_warmup_epochs, " needs --sparsifier dgc (this run uses ", sparsifier, ")");
   auto s = schedule;
