@@ -28,6 +28,10 @@ case "${1:-}" in
 esac
 
 bash scripts/build.sh
+# One BLAS thread per process: the tests run several processes (and `--backend local` several
+# worker threads) at once, and OpenBLAS's own threads spin while they wait, so on 2 cores a test
+# with its default of one thread per core ran past its 300 s limit.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # Multi-process tests mostly wait on each other; twice the cores keeps both cores busy.
 ctest --test-dir build --output-on-failure -j "$((2 * jobs))" --timeout 900 -LE long
 
