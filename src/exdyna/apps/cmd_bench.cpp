@@ -25,6 +25,7 @@
 #include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/apps/commands.hpp"
 #include "exdyna/apps/engine_cli.hpp"
+#include "exdyna/comm/communicator_testing.hpp"
 #include "exdyna/core/error.hpp"
 
 namespace exdyna::apps {
@@ -300,7 +301,7 @@ Row time_op(const BenchOp& b, OpRun& op, const BenchCommOptions& o, int iters) {
     for (int i = 0; i < iters; ++i) b.run(op);
     per_call = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(iters, 1);
   }
-  const std::string algorithm = b.has_algorithms ? std::string(op.c.last_algorithm()) : "-";
+  const std::string algorithm = b.has_algorithms ? std::string(comm::last_algorithm(op.c)) : "-";
   // Mean over ranks (as nccl-tests reports), and the wrong counts summed.
   double agg[2] = {per_call, static_cast<double>(wrong)};
   op.c.allreduce_sum(std::span<double>(agg, 2));

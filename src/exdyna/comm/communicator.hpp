@@ -110,9 +110,6 @@ class Communicator {
   };
   virtual std::optional<AlgorithmSwitch> algorithm_switch() const { return std::nullopt; }
   virtual void set_algorithm_switch(const AlgorithmSwitch& s);
-  // The algorithm of the last all-reduce or all-gather ("ring", "bcube", "bruck"; the engine's
-  // name where it has no choice), for `bench comm` and the tests of the switch.
-  virtual std::string_view last_algorithm() const { return engine(); }
 
   // Logical payload of collectives since construction or reset_bytes() (see ByteCounts).
   const ByteCounts& bytes() const { return bytes_; }

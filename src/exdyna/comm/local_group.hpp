@@ -1,5 +1,5 @@
-// In-process group: one thread per rank, shared memory. For tests and simulation, alongside the
-// real engines (MPI, Gloo), never instead of them.
+// In-process group: one thread per rank, shared memory. For simulation and for checking a setup on
+// one machine, alongside the real engines (MPI, Gloo), never instead of them.
 //
 // Every collective is two rendezvous: ranks publish a pointer to their buffer, meet, read the
 // others' buffers directly, and meet again before anyone returns (so buffers stay valid). Sums

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "exdyna/core/timer.hpp"
+#include "exdyna/sparsifiers/device_error_feedback_testing.hpp"
 
 namespace exdyna::sparsifiers {
 

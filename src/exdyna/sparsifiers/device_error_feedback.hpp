@@ -36,11 +36,4 @@ bool device_path_built();
 std::unique_ptr<DeviceErrorFeedback> make_device_error_feedback(
     std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g, ErrorFeedbackOptions opt);
 
-// Single kernels, for the GPU benchmarks (bench/gpu): the selection pass of one partition
-// (indices of |acc| >= threshold into out, in order; returns how many) and the accumulate
-// (residual += grad; returns the first non-finite index or -1), on `stream`.
-std::int64_t device_select_threshold(const float* acc, std::int64_t n, float threshold,
-                                     std::uint32_t* out, void* stream);
-std::int64_t device_accumulate(float* residual, const float* grad, std::int64_t n, void* stream);
-
 }  // namespace exdyna::sparsifiers

@@ -1,6 +1,7 @@
 // The GPU path's entry points in a build without CUDA (see device_error_feedback.hpp): they say
 // so, by name, instead of failing to link or to run.
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
+#include "exdyna/sparsifiers/device_error_feedback_testing.hpp"
 
 namespace exdyna::sparsifiers {
 

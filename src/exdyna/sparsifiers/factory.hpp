@@ -1,5 +1,5 @@
 // Building an error-feedback sparsifier: the one function simulate's workers, the trainer, the
-// engine tests and the Python hook call. It binds what only the run knows (the gradient length
+// Python hook and a C++ program call. It binds what only the run knows (the gradient length
 // n_g, the world size, this worker's rank) to the options the user chose; the registry refuses an
 // unknown name (listing the known ones) and the sparsifier validates the bound options, once.
 #pragma once

@@ -1,5 +1,6 @@
 #include "exdyna/comm/engines/gloo_communicator.hpp"
 
+#include "exdyna/comm/communicator_testing.hpp"
 #include "exdyna/comm/engines/gloo_algorithm_switch.hpp"
 #include "exdyna/comm/engines/gloo_algorithms.hpp"
 #include "exdyna/comm/engines/process_group_communicator.hpp"
@@ -107,7 +108,7 @@ class GlooGroup : public c10d::ProcessGroupGloo {
 // In c10d mode the collectives are the process-group communicator's, over this engine's own
 // ProcessGroupGloo; what is the Gloo engine's own is the rendezvous (store, job token, mesh), the
 // direct path on the group's Gloo context, and the errors' name and post-mortem.
-class GlooCommunicator final : public ProcessGroupCommunicator {
+class GlooCommunicator final : public ProcessGroupCommunicator, public AlgorithmReport {
  public:
   explicit GlooCommunicator(const GlooConfig& cfg) : GlooCommunicator(cfg, connect(cfg)) {}
 
@@ -122,7 +123,7 @@ class GlooCommunicator final : public ProcessGroupCommunicator {
                      " is not valid; expected byte counts >= 0");
     switch_ = s;
   }
-  std::string_view last_algorithm() const override { return last_; }
+  std::string_view last_algorithm() const override { return last_; }  // AlgorithmReport
 
  protected:
   void do_allgatherv(const void* mine, std::size_t elem_size, std::span<const std::int64_t> counts,

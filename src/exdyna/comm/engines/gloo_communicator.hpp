@@ -49,7 +49,7 @@ struct GlooConfig {
   // true (default): collectives go through ProcessGroupGloo's public API (work queue, worker
   // thread). false (EXDYNA_GLOO_PATH=direct): the same Gloo algorithms run on the process group's
   // context on the calling thread, saving two thread hand-offs per call. Results are identical
-  // (tests/engines); on this 2-core machine the difference drowns in scheduling noise.
+  // either way; on a 2-core machine the difference drowns in scheduling noise.
   bool via_c10d = true;
   // Below which result size an all-reduce or all-gather takes log2 W rounds instead of the ring
   // (Communicator::AlgorithmSwitch; EXDYNA_GLOO_LOG_BELOW, gloo_algorithm_switch.hpp). Empty
