@@ -5,7 +5,10 @@
 #
 #   find_package(exdyna 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE exdyna::sparsifiers)
+#   #include <exdyna/exdyna.hpp>
 #
+# The headers: the public ones below and what they include (followed at install time), never the
+# internals (the algorithms' passes, the kernels, test and benchmark hooks: tests/install checks).
 # The harness (sim, engines, train, eval, the exdyna command) is not installed: it is the project's
 # own tooling, with dependencies (MPI, libtorch, CLI11, nlohmann-json) the library does not have.
 # Included from the top-level CMakeLists.txt once the library's targets exist.
@@ -32,12 +35,29 @@ install(TARGETS ${_exdyna_installed} EXPORT exdynaTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-# The library's public headers, rooted as in the sources ("exdyna/sparsifiers/factory.hpp"). Not
-# comm/engines/ (the harness's MPI and Gloo engines) nor the CUDA-only .cuh of the kernels' sources.
-foreach(_dir core comm sparsifiers)
-  install(DIRECTORY ${EXDYNA_SRC}/exdyna/${_dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/exdyna
-          COMPONENT library FILES_MATCHING PATTERN "*.hpp" PATTERN "engines" EXCLUDE)
-endforeach()
+# The public headers, rooted as in the sources; exdyna/exdyna.hpp includes them all. Add a header
+# here when it becomes part of the API; one that a public header includes is installed with it.
+set(EXDYNA_PUBLIC_HEADERS
+    exdyna/exdyna.hpp
+    exdyna/core/error.hpp
+    exdyna/core/half_float.hpp
+    exdyna/comm/communicator.hpp
+    exdyna/comm/fingerprint.hpp
+    exdyna/comm/local_group.hpp
+    exdyna/sparsifiers/config.hpp
+    exdyna/sparsifiers/device_error_feedback.hpp
+    exdyna/sparsifiers/error_feedback.hpp
+    exdyna/sparsifiers/factory.hpp
+    exdyna/sparsifiers/option_table.hpp
+    exdyna/sparsifiers/registry.hpp
+    exdyna/sparsifiers/sparsifier.hpp
+    exdyna/sparsifiers/step_stats.hpp
+    exdyna/sparsifiers/step_stats_fields.hpp)
+# Followed at install time, so that a header a public one starts to include needs no edit here.
+install(CODE "include(\"${CMAKE_CURRENT_LIST_DIR}/exdyna_install_headers.cmake\")
+exdyna_install_headers(\"${EXDYNA_SRC}\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}\"
+                       \"exdyna/comm/engines/\" \"${EXDYNA_PUBLIC_HEADERS}\")"
+        COMPONENT library)
 
 install(EXPORT exdynaTargets NAMESPACE exdyna:: DESTINATION ${EXDYNA_INSTALL_CMAKEDIR}
         COMPONENT library)

@@ -5,8 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "exdyna/comm/local_group.hpp"
-#include "exdyna/sparsifiers/factory.hpp"
+#include <exdyna/exdyna.hpp>
 
 int main() {
   namespace comm = exdyna::comm;
