@@ -7,8 +7,18 @@
 //                        the statistics of a step (StepStats, its named fields)
 //   exdyna::comm         the Communicator interface every engine implements, the in-process group
 //                        (LocalGroup, run_local), the start-up check that every rank runs the same
-//                        configuration (check_same_configuration)
+//                        configuration (check_same_configuration), and the engines the program
+//                        links (below)
 //   exdyna               the errors (Error and its subclasses)
+//
+// Engines: each is an installed component of its own (find_package(exdyna COMPONENTS gloo)), and
+// its target defines EXDYNA_HAS_<ENGINE> for whoever links it, so this header declares exactly the
+// engines a program links. (Not whether their header files are present: an engine installed but
+// not linked would declare functions that do not link, and the process-group engine's header pulls
+// in libtorch's, which a program without libtorch's include path cannot compile.)
+//   EXDYNA_HAS_GLOO           exdyna::gloo           make_gloo_communicator(GlooConfig::from_env())
+//   EXDYNA_HAS_MPI            exdyna::mpi            make_mpi_communicator(timeout), under mpirun
+//   EXDYNA_HAS_PROCESS_GROUP  exdyna::process_group  ProcessGroupCommunicator over a c10d group
 //
 // Everything else under exdyna/ in the source tree is the library's inside and is not installed.
 #pragma once
@@ -27,3 +37,13 @@
 #include "exdyna/sparsifiers/sparsifier.hpp"
 #include "exdyna/sparsifiers/step_stats.hpp"
 #include "exdyna/sparsifiers/step_stats_fields.hpp"
+
+#ifdef EXDYNA_HAS_GLOO
+#include "exdyna/comm/engines/gloo_communicator.hpp"
+#endif
+#ifdef EXDYNA_HAS_MPI
+#include "exdyna/comm/engines/mpi_communicator.hpp"
+#endif
+#ifdef EXDYNA_HAS_PROCESS_GROUP
+#include "exdyna/comm/engines/process_group_communicator.hpp"
+#endif

@@ -25,8 +25,8 @@
 // differently (exact all-gather and 16-bit sum on the group's Gloo context, host buffers only, its
 // name and post-mortem in errors).
 //
-// This header includes libtorch's c10d headers: only the Python binding, this engine's .cpp and
-// the Gloo engine's .cpp include it.
+// This header includes libtorch's c10d headers: only the Python binding, the engines' .cpp files
+// and a C++ program that links exdyna::process_group (and so libtorch) include it.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
