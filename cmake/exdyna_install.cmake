@@ -53,9 +53,12 @@ set(EXDYNA_PUBLIC_HEADERS
     exdyna/comm/fingerprint.hpp
     exdyna/comm/local_group.hpp
     exdyna/sparsifiers/config.hpp
+    exdyna/sparsifiers/density_warmup.hpp
     exdyna/sparsifiers/device_error_feedback.hpp
     exdyna/sparsifiers/error_feedback.hpp
     exdyna/sparsifiers/factory.hpp
+    exdyna/sparsifiers/local_clipping.hpp
+    exdyna/sparsifiers/momentum_correction.hpp
     exdyna/sparsifiers/option_table.hpp
     exdyna/sparsifiers/registry.hpp
     exdyna/sparsifiers/sparsifier.hpp

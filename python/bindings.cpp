@@ -33,6 +33,7 @@
 #include "exdyna/comm/engines/process_group_communicator.hpp"
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
+#include "exdyna/sparsifiers/device_error_feedback_testing.hpp"  // the GPU benchmarks' kernels
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/step_stats_fields.hpp"

@@ -2,9 +2,10 @@
 //
 //   exdyna::sparsifiers  the sparsifiers by name (Registry, builtin_registry, make_error_feedback),
 //                        their options (SparsifierConfig, the option table to set them by name),
-//                        error feedback on host memory (ErrorFeedback) and on device memory
-//                        (make_device_error_feedback, where the library was built with CUDA), and
-//                        the statistics of a step (StepStats, its named fields)
+//                        error feedback on host memory (ErrorFeedback, with the convergence
+//                        mechanisms: MomentumCorrection, clip_locally, warmup_density) and on
+//                        device memory (make_device_error_feedback, where the library was built
+//                        with CUDA), and the statistics of a step (StepStats, its named fields)
 //   exdyna::comm         the Communicator interface every engine implements, the in-process group
 //                        (LocalGroup, run_local), the start-up check that every rank runs the same
 //                        configuration (check_same_configuration), and the engines the program
@@ -29,9 +30,12 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/half_float.hpp"
 #include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/density_warmup.hpp"
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
+#include "exdyna/sparsifiers/local_clipping.hpp"
+#include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
