@@ -19,6 +19,9 @@ Models (Gloo, one thread per rank, the same seed on every rank):
         --batch (4) sequences of --bptt (20) words per rank, SGD lr 20 with gradient clipping
         0.25 (PyTorch's word_language_model example); accuracy: next-word top-1 accuracy on 100
         held-out sequences (2,000 words) of the last 5 % of the corpus.
+  transformer  a small decoder-only language model (TinyGpt: 4 blocks of causal self-attention,
+        width 256, 8.3M parameters at V = 10,000) on the LSTM's corpus, words and batches, Adam lr
+        1e-3 with gradient clipping 1.0; its measure is the held-out loss, as the LSTM's.
 Hooks: allreduce (DDP with no hook: its C++ all-reduce), fp16, bf16 (PyTorch's
 fp16_compress_hook, bf16_compress_hook), powersgd-rN (powerSGD_hook, rank N, error feedback and
 warm start, start_powerSGD_iter = 10 % of --steps as PowerSGDState's documentation advises, at
@@ -69,7 +72,7 @@ CORPUS = "/usr/share/doc/python3.11/html/_sources"
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["cnn", "lstm"], required=True)
+    p.add_argument("--model", choices=["cnn", "lstm", "transformer"], required=True)
     p.add_argument("--hook", action="append", required=True, help="allreduce, fp16, bf16, "
                    "powersgd-rN, exdyna-dX, exdyna-sync-dX (repeated: run in turn)")
     p.add_argument("--steps", type=int, default=200)
@@ -77,8 +80,8 @@ def parse_args(argv=None):
     p.add_argument("--calibrate", type=int, default=5, help="no_sync steps before training")
     p.add_argument("--budget", type=float, default=0, help="stop a hook's run at the first "
                    "evaluation after this many seconds of training (0: run every step)")
-    p.add_argument("--batch", type=int, help="per rank (cnn 32, lstm 4)")
-    p.add_argument("--lr", type=float, default=0.0, help="learning rate (cnn 0.05, lstm 20)")
+    p.add_argument("--batch", type=int, help="per rank (cnn 32, lstm and transformer 4)")
+    p.add_argument("--lr", type=float, default=0.0, help="learning rate (cnn 0.05, lstm 20, transformer 1e-3)")
     p.add_argument("--bptt", type=int, default=20)
     p.add_argument("--vocab", type=int, default=10000)
     p.add_argument("--csv", action="append", required=True,
@@ -127,6 +130,29 @@ class WordLstm(nn.Module):
     def forward(self, x):
         h, _ = self.lstm(self.embed(x))
         return self.out(h)
+
+
+class TinyGpt(nn.Module):
+    """A small decoder-only language model: learned token and position embeddings, 4 pre-norm
+    blocks of causal self-attention (4 heads) and a 4x MLP at width 256, an untied output layer;
+    8.3M parameters at V = 10,000, most of them in the two V x 256 matrices, as in the LSTM."""
+
+    def __init__(self, vocab, context, width=256, layers=4, heads=4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.position = nn.Parameter(torch.zeros(context, width))
+        block = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0,
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(block, layers)
+        self.norm = nn.LayerNorm(width)
+        self.out = nn.Linear(width, vocab)
+        causal = torch.triu(torch.full((context, context), float("-inf")), diagonal=1)
+        self.register_buffer("causal", causal, persistent=False)
+
+    def forward(self, x):
+        n = x.shape[1]
+        h = self.embed(x) + self.position[:n]
+        return self.out(self.norm(self.blocks(h, mask=self.causal[:n, :n])))
 
 
 # Cached: the process trains one model per hook on the same data (nothing here writes to it).
@@ -178,7 +204,7 @@ class Task:
             self.train_ids, held = ids[:cut], ids[cut:]
             span = a.bptt + 1
             self.test = held[:100 * span].view(100, span)
-            self.net = WordLstm(a.vocab)
+            self.net = WordLstm(a.vocab) if a.model == "lstm" else TinyGpt(a.vocab, a.bptt)
         self.gen = torch.Generator().manual_seed(1 + rank)
 
     def batch(self):
@@ -212,13 +238,16 @@ class Task:
         return [float(hits), float(loss), float(y.numel())]
 
     def clip(self):
-        if self.a.model == "lstm":
-            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 0.25)
+        if self.a.model != "cnn":
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(),
+                                           0.25 if self.a.model == "lstm" else 1.0)
 
     def optimizer(self):
         if self.a.model == "cnn":
             return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 0.05, momentum=0.9)
-        return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 20.0)
+        if self.a.model == "lstm":
+            return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 20.0)
+        return torch.optim.Adam(self.net.parameters(), lr=self.a.lr or 1e-3)
 
 
 def register(model, kind, param, steps, n_params, clock):

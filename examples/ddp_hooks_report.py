@@ -34,8 +34,9 @@ FIELDS = ["model", "workers", "bandwidth", "hook", "status", "steps", "step_ms",
           "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "final_val_loss",
           "best_val_loss", "measure", "target", "time_to_target_s", "torch", "why"]
 # Each model's measure: the CSV column, whether higher is better, its name in the text.
-MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss")}
-RUN = re.compile(r"(cnn|lstm)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)")
+MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss"),
+           "transformer": ("val_loss", False, "held-out loss")}
+RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)")
 HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync"]
 RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
 
@@ -267,14 +268,15 @@ def parse_args(argv=None):
     p.add_argument("--gnuplot", default="gnuplot")
     p.add_argument("--command", default="", help="the command that made the runs (for the text)")
     p.add_argument("--target", action="append", default=[], metavar="MODEL=VALUE",
-                   help="a model's target: cnn=ACCURACY in (0, 1], lstm=HELD-OUT LOSS > 0")
+                   help="a model's target: cnn=ACCURACY in (0, 1], lstm=LOSS or "
+                   "transformer=LOSS (held-out, > 0)")
     a = p.parse_args(argv)
     a.targets = {}
     for t in a.target:
-        m = re.fullmatch(r"(cnn|lstm)=([0-9]+\.?[0-9]*)", t)
+        m = re.fullmatch(r"(cnn|lstm|transformer)=([0-9]+\.?[0-9]*)", t)
         if not m or not 0 < float(m.group(2)) <= (1 if m.group(1) == "cnn" else math.inf):
             p.error(f"--target '{t}' is not valid; expected cnn=ACCURACY with 0 < ACCURACY <= 1 "
-                    "or lstm=LOSS with LOSS > 0")
+                    "or lstm=LOSS / transformer=LOSS with LOSS > 0")
         a.targets[m.group(1)] = float(m.group(2))
     if not os.path.isdir(os.path.join(a.out, "runs")):
         p.error(f"--out '{a.out}' has no runs/ directory")

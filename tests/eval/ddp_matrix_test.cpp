@@ -24,6 +24,7 @@ TEST(DdpMatrix, AcceptsEveryDefaultHookAndRefusesOthersByName) {
     }
   }
   EXPECT_NO_THROW(check_ddp_model("lstm"));
+  EXPECT_NO_THROW(check_ddp_model("transformer"));
   EXPECT_THROW(check_ddp_model("resnet"), InvalidArgument);
 }
 

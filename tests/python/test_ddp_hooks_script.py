@@ -67,3 +67,19 @@ def test_bad_arguments_are_refused_before_training(tmp_path, args, message):
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
     assert not list(tmp_path.glob("x.csv*"))
+
+
+CORPUS = "/usr/share/doc/python3.11/html/_sources"
+
+
+@pytest.mark.skipif(not os.path.isdir(CORPUS), reason="no python3.11-doc corpus")
+def test_the_transformer_trains_with_the_hook_and_reports_a_held_out_loss(tmp_path):
+    out = tmp_path / "gpt.csv"
+    r = run(tmp_path, "--model", "transformer", "--vocab", "2000", "--steps", "4",
+            "--eval-every", "2", "--hook", "exdyna-d0.01", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    meta, steps = rows(out)
+    assert "model=transformer" in meta and "warmup_steps=2" in meta
+    assert [s["step"] for s in steps] == ["0", "1", "2", "3"]
+    assert all(float(s["loss"]) > 0 for s in steps) and float(steps[-1]["val_loss"]) > 0
+    assert int(steps[-1]["bytes"]) > 0

@@ -86,7 +86,9 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                 "the DDP head-to-head instead: PyTorch DDP with its hooks and exdyna's, one "
                 "torchrun node per emulated host (docs/compare.md)")
       ->group(g);
-  sub->add_option("--ddp-models", d.models, "cnn (Fashion-MNIST), lstm (python-doc word LM)")
+  sub->add_option("--ddp-models", d.models,
+                  "cnn (Fashion-MNIST), lstm (python-doc word LM), transformer (a "
+                  "decoder-only LM on the same words; not in the default run)")
       ->delimiter(',')
       ->group(g);
   sub->add_option("--ddp-hooks", d.hooks,
@@ -103,7 +105,7 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                   "the report script (examples/ddp_hooks_report.py)")
       ->group(g);
   sub->add_option("--ddp-steps", d.steps,
-                  "training steps per run (default cnn 200, lstm 100; --quick 12)")
+                  "training steps per run (default cnn 200, lstm and transformer 100; --quick 12)")
       ->group(g);
   sub->add_option("--ddp-budget", d.budget_s,
                   "seconds of training after which a run stops at its next evaluation, so the "

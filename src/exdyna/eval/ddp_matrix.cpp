@@ -22,8 +22,8 @@ std::vector<std::string> default_ddp_hooks() {
 }
 
 void check_ddp_model(const std::string& model) {
-  EXDYNA_CHECK_ARG(model == "cnn" || model == "lstm", "--ddp-models: '", model,
-                   "' is not a model; expected cnn or lstm");
+  EXDYNA_CHECK_ARG(model == "cnn" || model == "lstm" || model == "transformer", "--ddp-models: '",
+                   model, "' is not a model; expected cnn, lstm or transformer");
 }
 
 void check_ddp_hook(const std::string& hook) {

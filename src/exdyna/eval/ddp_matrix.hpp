@@ -27,12 +27,12 @@ namespace exdyna::eval {
 struct DdpOptions {
   std::string python = "python3";         // the interpreter with torch (and exdyna) for the ranks
   std::filesystem::path script;           // examples/ddp_hooks.py
-  std::vector<std::string> models;        // cnn, lstm
+  std::vector<std::string> models;        // cnn, lstm, transformer
   std::vector<std::string> hooks;         // the script's hook names
   std::vector<int> workers;               // hosts per setting
   std::vector<std::uint64_t> bandwidths;  // link rates, bits per second
   // Training steps per model (the same for every hook, so the runs reach the same target).
-  int steps_cnn = 150, steps_lstm = 150;
+  int steps_cnn = 150, steps_lstm = 150;  // steps_lstm: both language models (lstm, transformer)
   int eval_every = 10;
   // Training seconds after which a run stops at its next evaluation (0: none): every hook gets
   // the same time, and a dense hook on a slow link does not hold the matrix for many minutes.
@@ -45,8 +45,8 @@ struct DdpOptions {
 
 // The hooks of the default head-to-head, in the report's order.
 std::vector<std::string> default_ddp_hooks();
-// "cnn" or "lstm", else InvalidArgument naming the value; a hook name the script accepts
-// (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX), else InvalidArgument.
+// "cnn", "lstm" or "transformer", else InvalidArgument naming the value; a hook name the script
+// accepts (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX), else InvalidArgument.
 void check_ddp_model(const std::string& model);
 void check_ddp_hook(const std::string& hook);
 
