@@ -341,9 +341,12 @@ class PySparsifier {
     ef_.reset();
     if (dev_) {
       EXDYNA_CHECK_ARG(n == n_g_, "state is for ", n, " gradients; this sparsifier has ", n_g_);
+      EXDYNA_CHECK_ARG(velocity.empty(),
+                       "state has a velocity; on CUDA tensors there is no "
+                       "momentum correction");
       dev_->residual_from_host(residual);
+      dev_->set_iteration(iteration);  // first: it builds the warm-up phase's sparsifier
       dev_->sparsifier().load_state(sparsifier_state);
-      dev_->set_iteration(iteration);
       return;
     }
     ensure_built(n);
@@ -426,22 +429,18 @@ class PySparsifier {
     EXDYNA_CHECK_ARG(n_g > 0, "gradient is empty; expected at least one element");
     EXDYNA_CHECK_ARG(!ef_ || n_g == n_g_, "gradient has ", n_g,
                      " elements; this sparsifier was built for ", n_g_);
-    const auto& conv = opt_.config.convergence;
-    EXDYNA_CHECK_ARG(
-        conv.momentum_correction == 0 && conv.local_clip == 0 && conv.warmup_steps == 0,
-        "momentum_correction, local_clip and warmup_steps run on CPU tensors only "
-        "in this version; on CUDA tensors leave them at 0");
-    auto sp =
-        registry_.make(name_, sparsifiers::bind(opt_.config, n_g, comm_->size(), comm_->rank()));
+    const auto bound = sparsifiers::bind(opt_.config, n_g, comm_->size(), comm_->rank());
+    auto sp = registry_.make(name_, bound);
     EXDYNA_CHECK_ARG(sp->runs_on_device(), "sparsifier '", name_,
                      "' with these options has no "
                      "GPU path; on CUDA tensors these run: exdyna (controller paper or exact, "
                      "values fp32), dense (values fp32)");
-    if (ef_) sp->load_state(ef_->sparsifier().save_state());
-    auto dev = sparsifiers::make_device_error_feedback(std::move(sp), n_g, opt_.ef);
+    auto dev = sparsifiers::make_device_error_feedback(
+        std::move(sp), n_g, sparsifiers::with_convergence(opt_.ef, name_, bound, registry_));
     if (ef_) {
       dev->residual_from_host(ef_->residual());
-      dev->set_iteration(ef_->iteration());
+      dev->set_iteration(ef_->iteration());  // first: it builds the warm-up phase's sparsifier
+      dev->sparsifier().load_state(ef_->sparsifier().save_state());
     }
     dev_ = std::move(dev);
     ef_.reset();

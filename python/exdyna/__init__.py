@@ -73,9 +73,10 @@ class Sparsifier:
     torch.distributed process group (Gloo, or NCCL for CUDA tensors; default: the default group).
     options: the library's option table in Python spelling (the CLI's flags with underscores;
     option_names() lists them, docs/sparsifiers.md describes them), plus measure_global_error (bool)
-    and timeout (seconds). The convergence options run on CPU tensors: momentum_correction (DGC's
-    momentum correction with masking: the update then carries the momentum, so the optimizer must
-    apply none), local_clip, warmup_steps and warmup_start (the density warm-up). The defaults are the library's: controller="exact", balance="exact",
+    and timeout (seconds). The convergence options: warmup_steps and warmup_start (the density
+    warm-up, on CPU and CUDA tensors), and on CPU tensors momentum_correction (DGC's momentum
+    correction with masking: the update then carries the momentum, so the optimizer must apply
+    none) and local_clip. The defaults are the library's: controller="exact", balance="exact",
     worker_cap="auto"; controller="paper", balance="paper" runs the paper's Algorithms 3 and 5.
 
     Every rank of the group must call step() in the same order with gradients of the same length

@@ -58,3 +58,9 @@ def test_velocity_resumes_at_another_world_size(tmp_path):
     path = str(tmp_path / "group.pt")
     ranks.spawn(ranks.elastic_velocity_save, 4, tmp_path / "save", path)
     ranks.spawn(ranks.elastic_velocity_resume, 2, tmp_path / "resume", path)
+
+
+def test_below_the_auto_density_the_state_warms_up_by_default(one_rank):
+    assert exdyna.ddp.State(density=0.001).options["warmup_steps"] == exdyna.ddp.AUTO_WARMUP_STEPS
+    assert "warmup_steps" not in exdyna.ddp.State(density=0.01).options
+    assert exdyna.ddp.State(density=0.001, warmup_steps=0).options["warmup_steps"] == 0

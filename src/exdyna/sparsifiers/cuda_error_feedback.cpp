@@ -11,8 +11,14 @@ namespace dev = core::device;
 
 CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
                                      ErrorFeedbackOptions opt)
-    : sparsifier_(std::move(sparsifier)), n_g_(n_g), opt_(opt) {
+    : sparsifier_(std::move(sparsifier)),
+      n_g_(n_g),
+      opt_(opt),
+      warmup_(opt_.convergence, opt_.density, opt_.remake) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
+  EXDYNA_CHECK_ARG(opt_.convergence.momentum_correction == 0 && opt_.convergence.local_clip == 0,
+                   "momentum_correction and local_clip run on CPU tensors only in this version; "
+                   "on CUDA tensors leave them at 0 (warmup_steps runs on both)");
   EXDYNA_CHECK_ARG(sparsifier_->runs_on_device(), "sparsifier '", sparsifier_->name(),
                    "' with these options has no GPU path; on a CUDA gradient these run: exdyna "
                    "(controller paper or exact, values fp32), dense (values fp32)");
@@ -20,6 +26,12 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
   residual_.resize(static_cast<std::size_t>(n_g));
   const std::vector<float> zeros(static_cast<std::size_t>(n_g), 0.0f);
   residual_from_host(zeros);
+  warmup_.enter(iteration_, sparsifier_);
+}
+
+void CudaErrorFeedback::set_iteration(std::int64_t t) {
+  iteration_ = t;
+  warmup_.enter(iteration_, sparsifier_);
 }
 
 StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* stream) {
@@ -30,6 +42,7 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
   stats.n_g = n_g_;
 
   core::Stopwatch sw;
+  warmup_.enter(iteration_, sparsifier_);
   const auto acc = dev::accumulate(ws_, residual_.data(), grad, n_g_, opt_.measure_global_error);
   if (acc.first_bad >= 0) {
     float g = 0, a = 0;  // two values cross to the host, to name the offender

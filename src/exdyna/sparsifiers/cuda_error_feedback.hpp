@@ -24,12 +24,13 @@ class CudaErrorFeedback final : public DeviceErrorFeedback {
   std::int64_t n_g() const override { return n_g_; }
   Sparsifier& sparsifier() override { return *sparsifier_; }
   std::int64_t iteration() const override { return iteration_; }
-  void set_iteration(std::int64_t t) override { iteration_ = t; }
+  void set_iteration(std::int64_t t) override;
 
  private:
   std::unique_ptr<Sparsifier> sparsifier_;
   std::int64_t n_g_;
   ErrorFeedbackOptions opt_;
+  WarmupPhases warmup_;
   core::device::Workspace ws_;
   CudaDeviceStep device_{ws_};
   core::device::Buffer<float> residual_;

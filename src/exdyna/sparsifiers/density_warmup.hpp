@@ -12,6 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -19,5 +24,26 @@ inline constexpr int kWarmupPhases = 4;
 
 // The density of 0-based step `step`: exactly `target` when warmup_steps is 0 or step is past it.
 double warmup_density(std::int64_t step, std::int64_t warmup_steps, double start, double target);
+
+// Builds the sparsifier of a phase's density (make_error_feedback's: density 1 is "dense").
+using Remake = std::function<std::unique_ptr<Sparsifier>(double density)>;
+
+// Which sparsifier steps an iteration, for the host and the device error feedback alike: the
+// one of its phase, built afresh when the phase changes (its threshold and partitions depend on
+// the density; the residual, which error feedback holds, carries over).
+class WarmupPhases {
+ public:
+  // options.warmup_steps 0: off (enter() never replaces anything, remake may be empty).
+  WarmupPhases(const ConvergenceOptions& options, double target, Remake remake);
+  // sp becomes the sparsifier of iteration t's phase.
+  void enter(std::int64_t t, std::unique_ptr<Sparsifier>& sp);
+  double density() const { return density_; }
+
+ private:
+  ConvergenceOptions options_;
+  double target_;
+  Remake remake_;
+  double density_;
+};
 
 }  // namespace exdyna::sparsifiers

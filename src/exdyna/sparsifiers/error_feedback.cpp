@@ -16,30 +16,16 @@ ErrorFeedback::ErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_
     : sparsifier_(std::move(sparsifier)),
       opt_(std::move(opt)),
       momentum_(opt_.convergence.momentum_correction, n_g),
-      phase_density_(opt_.density) {
+      warmup_(opt_.convergence, opt_.density, opt_.remake) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
   EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
-  EXDYNA_CHECK_ARG(opt_.convergence.warmup_steps == 0 || opt_.remake,
-                   "a density warm-up needs ErrorFeedbackOptions::remake (make_error_feedback "
-                   "sets it)");
   core::assign_huge(residual_, static_cast<std::size_t>(n_g), 0.0f);
-  enter_phase();
+  warmup_.enter(iteration_, sparsifier_);
 }
 
 void ErrorFeedback::set_iteration(std::int64_t t) {
   iteration_ = t;
-  enter_phase();
-}
-
-// The sparsifier of this iteration's warm-up density, built afresh when the phase changes (its
-// threshold and partitions depend on the density; the residual and velocity carry over).
-void ErrorFeedback::enter_phase() {
-  const auto& c = opt_.convergence;
-  if (c.warmup_steps == 0) return;
-  const double d = warmup_density(iteration_, c.warmup_steps, c.warmup_start, opt_.density);
-  if (d == phase_density_) return;
-  sparsifier_ = opt_.remake(d);
-  phase_density_ = d;
+  warmup_.enter(iteration_, sparsifier_);
 }
 
 // Clipping and momentum change state from grad before the exchange: refuse a non-finite one first.
@@ -72,7 +58,7 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   stats.n_g = static_cast<std::int64_t>(residual_.size());
 
   core::Stopwatch sw;
-  enter_phase();
+  warmup_.enter(iteration_, sparsifier_);
   const auto& conv = opt_.convergence;
   if (conv.local_clip > 0 || momentum_.on()) {
     check_finite(grad, comm.rank());

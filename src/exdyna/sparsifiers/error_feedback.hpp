@@ -20,6 +20,7 @@
 
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/config.hpp"
+#include "exdyna/sparsifiers/density_warmup.hpp"
 #include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
@@ -32,7 +33,7 @@ struct ErrorFeedbackOptions {
   // The density warm-up's: the target density d, and what builds the sparsifier of a phase's
   // density (make_error_feedback sets both; required when convergence.warmup_steps > 0).
   double density = 0;
-  std::function<std::unique_ptr<Sparsifier>(double density)> remake;
+  Remake remake;
 };
 
 class ErrorFeedback {
@@ -56,19 +57,18 @@ class ErrorFeedback {
   // Also builds the sparsifier of t's warm-up phase: set it before loading the sparsifier's state.
   void set_iteration(std::int64_t t);
   // The density this iteration's sparsifier runs at (the warm-up's, else d).
-  double phase_density() const { return phase_density_; }
+  double phase_density() const { return warmup_.density(); }
   // The last step's sparse result (indices and summed values).
   const SparseResult& last_result() const { return result_; }
 
  private:
-  void enter_phase();
   void check_finite(std::span<const float> grad, int rank) const;
 
   std::unique_ptr<Sparsifier> sparsifier_;
   std::vector<float> residual_;
   ErrorFeedbackOptions opt_;
   MomentumCorrection momentum_;
-  double phase_density_;
+  WarmupPhases warmup_;
   SparseResult result_;
   std::int64_t iteration_ = 0;
 };

@@ -20,9 +20,15 @@ ErrorFeedback make_error_feedback(const std::string& name, const SparsifierConfi
                                   const Registry& registry, ErrorFeedbackOptions ef_options) {
   // Registry::make refuses an unknown name; the sparsifier's constructor validates the options.
   const SparsifierConfig bound = bind(options, n_g, world_size, rank);
-  ef_options.convergence = options.convergence;
-  ef_options.density = options.density;
-  if (options.convergence.warmup_steps > 0) {
+  return ErrorFeedback(registry.make(name, bound), n_g,
+                       with_convergence(std::move(ef_options), name, bound, registry));
+}
+
+ErrorFeedbackOptions with_convergence(ErrorFeedbackOptions ef_options, const std::string& name,
+                                      const SparsifierConfig& bound, const Registry& registry) {
+  ef_options.convergence = bound.convergence;
+  ef_options.density = bound.density;
+  if (bound.convergence.warmup_steps > 0) {
     // A warm-up phase at density 1 is the dense all-reduce, whatever the sparsifier.
     ef_options.remake = [registry, name, bound](double density) {
       SparsifierConfig c = bound;
@@ -31,7 +37,7 @@ ErrorFeedback make_error_feedback(const std::string& name, const SparsifierConfi
       return registry.make(density >= 1 ? "dense" : name, c);
     };
   }
-  return ErrorFeedback(registry.make(name, bound), n_g, std::move(ef_options));
+  return ef_options;
 }
 
 }  // namespace exdyna::sparsifiers

@@ -24,6 +24,12 @@ void check_sparsifier(const Registry& registry, const std::string& name,
 // The sparsifier `name` from `registry`, on the bound options, wrapped in error feedback.
 // Throws InvalidArgument for an unknown name (listing the known ones) or invalid options (naming
 // the option, its value and what was expected).
+// ef_options with the convergence mechanisms of the bound options: what make_error_feedback
+// passes to ErrorFeedback, and what the device error feedback takes (the warm-up's phases are
+// built from `registry` under `name`).
+ErrorFeedbackOptions with_convergence(ErrorFeedbackOptions ef_options, const std::string& name,
+                                      const SparsifierConfig& bound, const Registry& registry);
+
 ErrorFeedback make_error_feedback(const std::string& name, const SparsifierConfig& options,
                                   std::int64_t n_g, int world_size, int rank,
                                   const Registry& registry, ErrorFeedbackOptions ef_options = {});
