@@ -130,6 +130,26 @@ def test_nccl_world_one_16bit_cuda_gradients_equal_the_cpu_twin(nccl_one, dtype)
 
 
 @needs_gpu
+def test_density_warm_up_on_cuda_equals_the_cpu_twin(nccl_one):
+    """The warm-up's phases (dense first, then three densities, then d) on the device as on the
+    host: same decisions and updates at every step, through a phase change into exdyna."""
+    n, opts = 400_003, {"warmup_steps": 8, "warmup_start": 1.0}
+    gpu = exdyna.Sparsifier("exdyna", DENSITY, **opts)
+    cpu = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one, **opts)
+    for t in range(10):
+        grad = cuda_ranks.heavy_gradient(0, t, n)
+        update = gpu.step(grad.cuda())
+        cpu_update = cpu.step(grad)
+        assert gpu.stats["target_density"] == cpu.stats["target_density"]
+        cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"warm-up, iteration {t}")
+        cuda_ranks.compare_updates(cpu_update, update, f"warm-up, iteration {t}")
+    assert gpu.stats["target_density"] == DENSITY
+    with pytest.raises(ValueError, match="momentum_correction and local_clip run on CPU"):
+        exdyna.Sparsifier("exdyna", DENSITY, momentum_correction=0.9).step(
+            torch.ones(10_000, device="cuda"))
+
+
+@needs_gpu
 def test_nccl_world_one_dense_on_cuda(nccl_one):
     sp = exdyna.Sparsifier("dense", 1.0)
     grad = cuda_ranks.heavy_gradient(0, 0, 100_003).cuda()
