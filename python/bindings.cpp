@@ -505,6 +505,8 @@ PYBIND11_MODULE(_exdyna, m) {
   exdyna::python::require_process_group_type();
   py::register_exception_translator(&exdyna::python::translate);
   m.def("sparsifier_names", [] { return exdyna::sparsifiers::builtin_registry().names(); });
+  // CMake's project(VERSION), the one source: pyproject.toml reads it there too.
+  m.def("version", [] { return std::string(EXDYNA_VERSION); });
   m.def("_stats_fields", &exdyna::python::stats_descriptions,
         "Sparsifier.stats' keys, each with its description (unit): the same nesting as stats");
   m.def("option_table", &exdyna::python::option_table_rows,

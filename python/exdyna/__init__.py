@@ -23,7 +23,11 @@ import torch.distributed as _dist
 
 from . import _exdyna
 
-__all__ = ["Sparsifier", "sparsifier_names", "option_names", "cuda_built", "ddp"]
+__all__ = ["Sparsifier", "sparsifier_names", "option_names", "cuda_built", "ddp", "__version__"]
+
+#: The library's version (CMakeLists.txt's project(VERSION), as the C++ EXDYNA_VERSION and the
+#: package metadata).
+__version__ = _exdyna.version()
 
 
 _STEP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)

@@ -34,6 +34,33 @@ case "$case_name" in
     expect_bad --sparsifiers topk,sidco --blocks 64 ;;
   option_bad_for_a_cell) want="cell exdyna at --workers 8, --density 0.01: --blocks (n_b) 4"
     expect_bad --sparsifiers exdyna --workers 2,8 --density 0.01 --blocks 4 ;;
+  ddp_no_python)
+    # An interpreter that cannot import torch and exdyna is refused before anything runs.
+    "$exe" compare --ddp --python /nonexistent/python3 --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] || { echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF -- "--python: /nonexistent/python3 cannot import torch and exdyna.ddp" "$tmp/stderr" ||
+      { echo "the message does not name the interpreter:"; cat "$tmp/stderr"; exit 1; }
+    [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
+    ;;
+  ddp_none_trained)
+    # Every run failing is the comparison's failure (exit 1), not only rows of the report.
+    if ! ip netns add "exdprobe$$" 2>"$tmp/probe"; then
+      echo "SKIP: cannot create network namespaces here: $(cat "$tmp/probe")"; exit 77
+    fi
+    ip netns delete "exdprobe$$"
+    printf 'import sys\nsys.exit("this rank fails on purpose")\n' >"$tmp/fails.py"
+    "$exe" compare --ddp --ddp-script "$tmp/fails.py" --python "${PYTHON:-python3}" --workers 2 \
+      --bandwidth 1gbit --ddp-models cnn --ddp-hooks allreduce --ddp-steps 1 --out "$tmp/out" \
+      >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [[ $rc -eq 2 ]] && grep -qF "cannot import torch" "$tmp/stderr"; then
+      echo "SKIP: $(cat "$tmp/stderr")"; exit 77
+    fi
+    [[ $rc -eq 1 ]] || { echo "expected exit 1, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF "none of the 1 runs trained" "$tmp/stderr" ||
+      { echo "the message does not say so:"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    ;;
   forwards_options)
     # Model network (no namespaces needed): --gather to every cell, --blocks to the exdyna ones.
     "$exe" compare --no-train --network model --out "$tmp/out" --sparsifiers topk,exdyna,exdyna-exact \

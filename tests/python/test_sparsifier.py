@@ -181,3 +181,17 @@ def test_ddp_hook_refuses_a_float64_model(one_rank):
     model.register_comm_hook(exdyna.ddp.State(density=0.1), exdyna.ddp.hook)
     with pytest.raises(Exception, match="float32"):
         model(torch.randn(8, 50, dtype=torch.float64)).sum().backward()
+
+
+def test_version_has_one_source_cmakes_project_version():
+    import importlib.metadata
+    import os
+    import re
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "CMakeLists.txt")) as f:
+        want = re.search(r"project\(exdyna VERSION ([0-9.]+)", f.read()).group(1)
+    assert exdyna.__version__ == want
+    try:  # installed with pip: the package metadata says the same
+        assert importlib.metadata.version("exdyna") == want
+    except importlib.metadata.PackageNotFoundError:
+        pass

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "exdyna/apps/cli_checks.hpp"
 #include "exdyna/core/error.hpp"
@@ -21,6 +23,41 @@ void say(const std::string& line) {
   std::cout << line << std::endl;
 }
 
+// Whether `python` imports torch and exdyna.ddp in this process's environment (PYTHONPATH), which
+// the ranks inherit.
+bool imports_exdyna(const std::string& python) {
+  std::string quoted = "'";
+  for (const char ch : python) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  quoted += "'";
+  return std::system((quoted + " -c 'import torch, exdyna.ddp' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The interpreter of the ranks and the report: --python, else the first of the active venv's, the
+// one the build found (EXDYNA_BUILD_PYTHON) and python3 that imports torch and exdyna: a python3
+// on PATH without torch (pyenv) would otherwise fail every run.
+std::string pick_python(const std::string& given) {
+  std::vector<std::string> candidates;
+  if (!given.empty()) {
+    candidates.push_back(given);
+  } else {
+    if (const char* venv = std::getenv("VIRTUAL_ENV"))
+      candidates.push_back(std::string(venv) + "/bin/python");
+#ifdef EXDYNA_BUILD_PYTHON
+    candidates.push_back(EXDYNA_BUILD_PYTHON);
+#endif
+    candidates.push_back("python3");
+  }
+  std::string tried;
+  for (const auto& c : candidates) {
+    if (imports_exdyna(c)) return c;
+    tried += (tried.empty() ? "" : ", ") + c;
+  }
+  throw InvalidArgument(detail::concat(
+      "--python: ", tried,
+      " cannot import torch and exdyna.ddp; expected an interpreter with both "
+      "(pass --python PATH; for the build tree's package set PYTHONPATH=build/python)"));
+}
+
 // The scripts live in the source tree's examples/ (EXDYNA_SOURCE_DIR, set by CMake); an installed
 // exdyna names them with --ddp-script and --ddp-report-script.
 std::string source_file(const std::string& given, const char* name, const char* option) {
@@ -32,7 +69,7 @@ std::string source_file(const std::string& given, const char* name, const char* 
 
 eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
   eval::DdpOptions o;
-  o.python = d.python;
+  o.python = pick_python(d.python);
   o.script = source_file(d.script, "ddp_hooks.py", "--ddp-script");
   o.models = d.models;
   if (o.models.empty())
@@ -63,10 +100,10 @@ eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
 }
 
 // The report: examples/ddp_hooks_report.py over the output directory.
-int report(const CompareDdpArgs& d, const CompareCommon& c) {
+int report(const CompareDdpArgs& d, const CompareCommon& c, const std::string& python) {
   const auto script = source_file(d.report_script, "ddp_hooks_report.py", "--ddp-report-script");
   eval::RankCommand rc;
-  rc.argv = {"/usr/bin/env", d.python,  script,      "--out",       c.out,
+  rc.argv = {"/usr/bin/env", python,    script,      "--out",       c.out,
              "--gnuplot",    c.gnuplot, "--command", c.command_line};
   const auto log = fs::path(c.out) / "report-log";
   const auto r = eval::run_ranks({rc}, log, std::chrono::minutes(5));
@@ -96,8 +133,9 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                   "of the head-to-head)")
       ->delimiter(',')
       ->group(g);
-  sub->add_option("--python", d.python, "interpreter with torch and exdyna for the ranks")
-      ->capture_default_str()
+  sub->add_option("--python", d.python,
+                  "interpreter with torch and exdyna for the ranks (default: the first of the "
+                  "active venv's, the one the build found and python3 that imports both)")
       ->group(g);
   sub->add_option("--ddp-script", d.script, "the training script (examples/ddp_hooks.py)")
       ->group(g);
@@ -120,7 +158,7 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
 }
 
 int run_compare_ddp(const CompareDdpArgs& d, const CompareCommon& c) {
-  if (c.report_only) return report(d, c);
+  if (c.report_only) return report(d, c, pick_python(d.python));
   const auto o = ddp_options(d, c);
   const auto why = eval::netns_unavailable_reason();
   if (!why.empty()) {
@@ -135,8 +173,14 @@ int run_compare_ddp(const CompareDdpArgs& d, const CompareCommon& c) {
   const auto res = eval::run_ddp_matrix(o, say);
   say(detail::concat("ddp matrix: ", res.ran, " runs, ", res.kept, " kept, ", res.failed,
                      " failed in ", static_cast<int>(res.wall_s), " s"));
-  const int rc = report(d, c);
-  // A failed hook is a row of the report, not an error of the comparison.
+  const int rc = report(d, c, o.python);
+  // A failed hook is a row of the report, not an error of the comparison; no run at all is.
+  // kept: runs finished by an earlier invocation into the same directory.
+  if (res.ran > 0 && res.ran - res.failed + res.kept == 0) {
+    std::cerr << "exdyna: compare --ddp: none of the " << res.ran
+              << " runs trained (their logs: " << c.out << "/launches)\n";
+    return 1;
+  }
   return rc;
 }
 

@@ -12,7 +12,8 @@ struct CompareDdpArgs {
   bool ddp = false;
   std::vector<std::string> models;  // empty: cnn, lstm (cnn with --quick)
   std::vector<std::string> hooks;   // empty: eval::default_ddp_hooks()
-  std::string python = "python3";
+  std::string
+      python;  // empty: the first interpreter that imports torch and exdyna (compare_ddp.cpp)
   std::string script;         // empty: examples/ddp_hooks.py of the source tree
   std::string report_script;  // empty: examples/ddp_hooks_report.py of the source tree
   int steps = 0;              // 0: cnn 200, lstm 100, 12 with --quick
