@@ -5,18 +5,10 @@ import warnings
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import exdyna
 import exdyna.ddp
 import ranks
-
-
-@pytest.fixture
-def one_rank(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_an_optimizer_that_applies_momentum_again_is_refused_by_name(one_rank):

@@ -15,13 +15,6 @@ import exdyna.ddp
 import ranks
 
 
-@pytest.fixture
-def one_rank(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 def hooked(net, state):
     model = DDP(net)
     model.register_comm_hook(state, exdyna.ddp.hook)

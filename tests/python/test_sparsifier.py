@@ -8,13 +8,6 @@ import exdyna
 import ranks
 
 
-@pytest.fixture
-def one_rank(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 @pytest.mark.parametrize("kwargs, match", [
     (dict(density=0), "density 0"),
     (dict(density=1.5), "density 1.5"),

@@ -6,18 +6,10 @@ import re
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import exdyna
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
-
-
-@pytest.fixture
-def one_rank(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def shape(d):
