@@ -268,12 +268,8 @@ class State:
             self._thread = None
 
     def _carry_residual(self, sp, layout):
-        self._carry(sp, layout, "residual")
-        if self.options.get("momentum_correction", 0):
-            self._carry(sp, layout, "velocity")
-
-    def _carry(self, sp, layout, what):
-        """Sets sp's residual (or velocity) from the old buckets' at the same parameters."""
+        """Sets sp's residual (and, with momentum_correction, its velocity) from the old buckets'
+        at the same parameters."""
         self.drain()  # the old buckets' residuals are final only once their steps are done
         where = {}
         for old_key, old_layout in self._layout.items():
@@ -282,20 +278,22 @@ class State:
                     where[ptr] = (old_key, offset, numel)
         if not any(ptr in where for ptr, _, _ in layout):
             return
-        residual = torch.zeros(sum(n for _, _, n in layout), dtype=torch.float32)
-        old_residuals = {}
-        for ptr, offset, numel in layout:
-            if ptr not in where:
-                continue
-            old_key, old_offset, old_numel = where[ptr]
-            if old_numel != numel:
-                continue
-            if old_key not in old_residuals:
-                old_residuals[old_key] = getattr(self._buckets[old_key], what)()
-            r = old_residuals[old_key]
-            if r is not None:
-                residual[offset:offset + numel] = r[old_offset:old_offset + numel]
-        getattr(sp, "set_" + what)(residual)
+        kinds = ["residual"] + (["velocity"] if self.options.get("momentum_correction", 0) else [])
+        for what in kinds:
+            values = torch.zeros(sum(n for _, _, n in layout), dtype=torch.float32)
+            old_values = {}
+            for ptr, offset, numel in layout:
+                if ptr not in where:
+                    continue
+                old_key, old_offset, old_numel = where[ptr]
+                if old_numel != numel:
+                    continue
+                if old_key not in old_values:
+                    old_values[old_key] = getattr(self._buckets[old_key], what)()
+                old = old_values[old_key]
+                if old is not None:
+                    values[offset:offset + numel] = old[old_offset:old_offset + numel]
+            getattr(sp, "set_" + what)(values)
 
     def check_shapes(self, shapes):
         """Refuses (ValueError, before the bucket's collective) a bucket holding a parameter
