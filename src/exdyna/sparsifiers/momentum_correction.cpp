@@ -22,15 +22,18 @@ void MomentumCorrection::accumulate(std::span<float> grad) {
   }
 }
 
+void mask_velocity(std::span<float> u, std::span<const Index> sent) {
+  for (const Index i : sent) {
+    EXDYNA_CHECK(i < u.size(), "sent index ", i, " outside the velocity of ", u.size());
+    u[i] = 0.0f;
+  }
+}
+
 void MomentumCorrection::mask(const SparseResult& sent) {
   if (!on() || sent.dense) return;
   // Ok-Topk sums only the workers that selected an index: this worker's velocity went out only
   // at its own `sent` indices.
-  const auto& where = sent.partial ? sent.sent : sent.indices;
-  for (const Index i : where) {
-    EXDYNA_CHECK(i < velocity_.size(), "sent index ", i, " outside the gradient");
-    velocity_[i] = 0.0f;
-  }
+  mask_velocity(velocity_, sent.partial ? sent.sent : sent.indices);
 }
 
 }  // namespace exdyna::sparsifiers

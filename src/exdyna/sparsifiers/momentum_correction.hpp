@@ -21,6 +21,10 @@
 
 namespace exdyna::sparsifiers {
 
+// Momentum factor masking: u[i] <- 0 at every index of `sent` (the one loop this class and the
+// trainer's DGC path share). Throws naming an index outside u.
+void mask_velocity(std::span<float> u, std::span<const Index> sent);
+
 class MomentumCorrection {
  public:
   // momentum 0: off (no memory is held, every call does nothing).

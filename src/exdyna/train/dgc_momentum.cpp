@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/train/optimizer.hpp"
 
 namespace exdyna::train {
@@ -21,10 +22,7 @@ void dgc_velocity(std::span<float> grad, std::span<float> u, std::span<const flo
 }
 
 void dgc_mask(std::span<float> u, std::span<const std::uint32_t> sent) {
-  for (const auto i : sent) {
-    EXDYNA_CHECK(i < u.size(), "dgc: sent index ", i, " outside the velocity of ", u.size());
-    u[i] = 0.0f;
-  }
+  sparsifiers::mask_velocity(u, sent);
 }
 
 void dgc_apply(std::span<float> params, std::span<const float> update, double lr) {
