@@ -5,7 +5,8 @@
 # the reference BLAS (80x200 times 200x10,000: 210 ms against 7). Not the serial variant: it is not
 # safe to call from two threads at once (`exdyna train --backend local`, whose workers are threads,
 # gave a different result each run); the launchers give each rank one BLAS thread
-# (OPENBLAS_NUM_THREADS=1). python3.11-doc: the English text of the DDP LSTM.
+# (OPENBLAS_NUM_THREADS=1). python3.11-doc: the English text of the DDP LSTM. python3-venv: the
+# README's install block (`/usr/bin/python3 -m venv`; Debian's python3 has no ensurepip without it).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git clang-format
@@ -16,7 +17,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist gnuplot-nox
   iproute2 nftables
-  python3-torch pybind11-dev python3-pytest python3.11-doc
+  python3-torch python3-venv pybind11-dev python3-pytest python3.11-doc
   libopenblas0-pthread
 )
 missing=()

@@ -7,10 +7,12 @@
 #                           and the Python package's pytest suite against build/python.
 #   scripts/test.sh --all   the same, then what needs other builds: the Python package installed
 #                           as a user installs it (scripts/python-package.sh: a venv,
-#                           `pip install --no-build-isolation .`, pytest), the library alone
-#                           (EXDYNA_MINIMAL) with its unit tests and the install test, the unit
-#                           tests under AddressSanitizer and UndefinedBehaviorSanitizer, and the
-#                           libFuzzer targets (clang; 60 s each, two at a time). `.ci/run` runs it.
+#                           `pip install --no-build-isolation .`, pytest), README.md's install
+#                           block run as written in a fresh copy (scripts/readme-python-block.sh),
+#                           the library alone (EXDYNA_MINIMAL) with its unit tests and the
+#                           install test, the unit tests under AddressSanitizer and
+#                           UndefinedBehaviorSanitizer, and the libFuzzer targets (clang; 60 s
+#                           each, two at a time). `.ci/run` runs it.
 #
 # `ctest --test-dir build -L long` runs the 20,000-iteration soaks left out of both.
 set -euo pipefail
@@ -38,6 +40,7 @@ ctest --test-dir build --output-on-failure -j "$((2 * jobs))" --timeout 900 -LE 
 [ "$all" = 1 ] || exit 0
 
 bash scripts/python-package.sh
+bash scripts/readme-python-block.sh
 
 # The library alone, as on a machine with only a compiler and CMake (EXDYNA_MINIMAL: no MPI,
 # libtorch, JSON, CLI11, pybind11 or CUDA): its unit tests, then the install test (cmake --install,
