@@ -80,7 +80,9 @@ class Sparsifier:
     and timeout (seconds). The convergence options: warmup_steps and warmup_start (the density
     warm-up, on CPU and CUDA tensors), and on CPU tensors momentum_correction (DGC's momentum
     correction with masking: the update then carries the momentum, so the optimizer must apply
-    none) and local_clip. The defaults are the library's: controller="exact", balance="exact",
+    none) and local_clip. non_finite: "raise" (default: a NaN or Inf in the gradient raises
+    ValueError naming it) or "skip" (every rank's update is NaN and no state changes: what fp16
+    AMP's GradScaler needs; exdyna.ddp.State's default). The defaults are the library's: controller="exact", balance="exact",
     worker_cap="auto"; controller="paper", balance="paper" runs the paper's Algorithms 3 and 5.
 
     Every rank of the group must call step() in the same order with gradients of the same length

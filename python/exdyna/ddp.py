@@ -29,7 +29,8 @@ computing the gradients of earlier layers while this bucket is selected and exch
 for every future before the optimizer step. The thread steps the buckets in the order DDP hands
 them over, which is the same on every rank, so the collectives match across ranks; it holds the
 GIL only between steps (the C++ step releases it). An error in a step (a timeout, a dead peer, a
-non-finite gradient) is set on that bucket's future and raised by DDP in the step. overlap=False
+refused non-finite gradient) is set on that bucket's future and raised by DDP, with the step's own
+message, from backward. overlap=False
 steps each bucket on the autograd thread before the hook returns (for debugging); the decisions
 are the same either way.
 
@@ -96,12 +97,17 @@ class State:
     applies momentum again is refused (ValueError); without it, a warning says what to check.
     The velocity is each bucket's, carried like the residual (rebuilds, state_dict,
     group_state_dict). See docs/python.md, "When the accuracy lags".
+    non_finite: "skip" here by default (fp16 AMP): a NaN or Inf in any rank's bucket makes every
+    rank's update NaN, as DDP's all-reduce would, so GradScaler skips the step on every rank; the
+    bucket's residual, velocity, threshold and iteration stay as they were (non_finite_steps
+    counts these bucket steps). "raise" refuses the step instead (ValueError naming the element).
 
     After each step: stats (dict bucket index -> that bucket's last statistics: a sparse bucket's
     are exdyna.Sparsifier.stats plus mode "sparse"; a dense bucket's are mode "dense" (warm-up)
     or "small" (under min_compression_rate), iteration, world_size, n_g, k = k_total = n_g,
     density 1, f_t 1 and bytes {"allreduce", "total"}); running totals: iter (DDP iterations
-    finished), steps (bucket steps), dense_steps (those all-reduced densely), k_total and
+    finished), steps (bucket steps), dense_steps (those all-reduced densely), non_finite_steps
+    (those skipped for a NaN or Inf on some rank), k_total and
     n_g_total (values selected and gradients seen by the sparse steps), bytes_total (bytes sent,
     as the C++ communicator counts them: dense steps count their all-reduced bytes) and
     dense_bytes_total (what DDP's all-reduce would have sent for the same steps); density() is
@@ -138,6 +144,8 @@ class State:
         if (isinstance(density, (int, float)) and density < AUTO_WARMUP_BELOW
                 and "warmup_steps" not in self.options):
             self.options["warmup_steps"] = AUTO_WARMUP_STEPS
+        # As DDP's all-reduce: an overflow reaches every rank (fp16 AMP's GradScaler skips it).
+        self.options.setdefault("non_finite", "skip")
         # Validate now, not inside backward: building one costs no collective.
         self._make()
         self._check_momentum_pairing(optimizer)
@@ -176,6 +184,7 @@ class State:
         self.iter = 0
         self.steps = 0
         self.dense_steps = 0
+        self.non_finite_steps = 0
         self.k_total = 0
         self.n_g_total = 0
         self.bytes_total = 0
@@ -340,7 +349,9 @@ class State:
         stats.setdefault("mode", "sparse")
         self.stats[index] = stats
         self.steps += 1
-        if stats["mode"] == "sparse":
+        if stats.get("non_finite"):
+            self.non_finite_steps += 1
+        elif stats["mode"] == "sparse":
             self.k_total += stats["k_total"]
             self.n_g_total += stats["n_g"]
         else:
@@ -354,7 +365,9 @@ class State:
         f_t = [s["f_t"] for s in self.stats.values() if s.get("mode") == "sparse"]
         ratio = self.dense_bytes_total / self.bytes_total if self.bytes_total else 0.0
         return (f"exdyna {self.sparsifier} d={self.target_density:g}: iteration {self.iter}, "
-                f"{self.steps} bucket steps ({self.dense_steps} dense), sent "
+                f"{self.steps} bucket steps ({self.dense_steps} dense"
+                + (f", {self.non_finite_steps} non-finite" if self.non_finite_steps else "")
+                + "), sent "
                 f"{self.bytes_total / 1e6:.3f} MB against {self.dense_bytes_total / 1e6:.3f} MB "
                 f"dense ({ratio:.1f}x less), density {self.density():.5f}, f(t) "
                 + (f"{sum(f_t) / len(f_t):.3f}" if f_t else "-"))
@@ -369,7 +382,8 @@ class State:
                 "buckets": buckets, "bucket_options": dict(self._bucket_options),
                 "parameter_shapes": self.parameter_shapes,
                 "totals": {"iter": self.iter, "steps": self.steps,
-                           "dense_steps": self.dense_steps, "k_total": self.k_total,
+                           "dense_steps": self.dense_steps,
+                           "non_finite_steps": self.non_finite_steps, "k_total": self.k_total,
                            "n_g_total": self.n_g_total, "bytes_total": self.bytes_total,
                            "dense_bytes_total": self.dense_bytes_total}}
 
@@ -400,8 +414,8 @@ class State:
         if state.get("parameter_shapes") is not None:
             self._expected_shapes = collections.Counter(state["parameter_shapes"])
         totals = state.get("totals", {})
-        for name in ("iter", "steps", "dense_steps", "k_total", "n_g_total", "bytes_total",
-                     "dense_bytes_total"):
+        for name in ("iter", "steps", "dense_steps", "non_finite_steps", "k_total", "n_g_total",
+                     "bytes_total", "dense_bytes_total"):
             setattr(self, name, totals.get(name, 0))
 
     def group_state_dict(self):
@@ -445,7 +459,8 @@ class State:
                 "world_size": world, "buckets": buckets,
                 "parameter_shapes": self.parameter_shapes,
                 "totals": {"iter": self.iter, "steps": self.steps,
-                           "dense_steps": self.dense_steps, "k_total": self.k_total,
+                           "dense_steps": self.dense_steps,
+                           "non_finite_steps": self.non_finite_steps, "k_total": self.k_total,
                            "n_g_total": self.n_g_total, "bytes_total": self.bytes_total,
                            "dense_bytes_total": self.dense_bytes_total}}
 
@@ -551,4 +566,10 @@ def hook(state, bucket):
         state.submit(step)
     else:
         step()
-    return fut
+    # DDP casts a failed future's value to a tensor ("Unable to cast <message> to Tensor"); a
+    # future chained with then() fails in C++, and DDP raises the step's own message.
+    return fut.then(_value)
+
+
+def _value(fut):
+    return fut.value()

@@ -17,6 +17,8 @@ skipping, so a broken install cannot pass as "all skipped".
 import datetime
 import os
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -147,6 +149,68 @@ def test_density_warm_up_on_cuda_equals_the_cpu_twin(nccl_one):
     with pytest.raises(ValueError, match="momentum_correction and local_clip run on CPU"):
         exdyna.Sparsifier("exdyna", DENSITY, momentum_correction=0.9).step(
             torch.ones(10_000, device="cuda"))
+
+
+@needs_gpu
+def test_a_skipped_overflow_on_cuda_equals_the_cpu_twin(nccl_one):
+    """non_finite="skip" on the device as on the host: the overflowing step is NaN on both and
+    nothing changes, and the steps around it take the same decisions."""
+    n = 400_003
+    gpu = exdyna.Sparsifier("exdyna", DENSITY, non_finite="skip")
+    cpu = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one, non_finite="skip")
+    for t in range(5):
+        grad = cuda_ranks.heavy_gradient(0, t, n)
+        if t == 2:
+            grad[n // 3] = float("inf")
+        update, cpu_update = gpu.step(grad.cuda()), cpu.step(grad)
+        if t == 2:
+            assert bool(torch.isnan(update).all()) and bool(torch.isnan(cpu_update).all())
+            assert gpu.stats["non_finite"] == 1 == cpu.stats["non_finite"]
+            assert gpu.iteration == cpu.iteration == 2
+            torch.testing.assert_close(gpu.residual(), cpu.residual())
+            continue
+        cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"skip, iteration {t}")
+        cuda_ranks.compare_updates(cpu_update, update, f"skip, iteration {t}")
+
+
+@needs_gpu
+def test_fp16_amp_with_grad_scaler_reaches_the_allreduce_loss(nccl_one):
+    """200 steps of fp16 autocast with torch.cuda.amp.GradScaler, from a scale that overflows at
+    first: DDP's all-reduce and the exdyna hook both skip the overflowing steps and end in the
+    same loss band."""
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    losses, skipped = {}, {}
+    for name in ("allreduce", "exdyna"):
+        torch.manual_seed(0)
+        model = DDP(_cuda_mlp(), device_ids=[0])
+        if name == "exdyna":
+            state = exdyna.ddp.State(density=0.05)
+            model.register_comm_hook(state, exdyna.ddp.hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 30)
+        g = torch.Generator(device="cuda").manual_seed(3)
+        w = torch.randn(256, 10, device="cuda", generator=g)
+        tail, scales = [], []
+        for t in range(200):
+            x = torch.randn(64, 256, device="cuda", generator=g)
+            y = (x @ w).argmax(1)
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scales.append(scaler.get_scale())
+            scaler.update()
+            if t >= 180:
+                tail.append(float(loss))
+        skipped[name] = sum(1 for a, b in zip(scales, scales[1:]) if b < a)
+        losses[name] = sum(tail) / len(tail)
+        if name == "exdyna":
+            assert state.non_finite_steps >= 1
+    assert skipped["allreduce"] >= 1 and skipped["exdyna"] >= 1, skipped
+    assert math.isfinite(losses["exdyna"]), losses
+    assert losses["exdyna"] <= 1.5 * losses["allreduce"] + 0.05, losses
 
 
 @needs_gpu

@@ -28,11 +28,6 @@ def test_global_error_is_measured_only_on_request(tmp_path):
     ranks.spawn(ranks.ddp_global_error_on_request, 2, tmp_path, 3)
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_a_failing_step_raises_from_backward(tmp_path, overlap):
-    ranks.spawn(ranks.ddp_step_error, 2, tmp_path, overlap, deadline_s=60)
-
-
 def test_group_checkpoint_resumes_at_another_world_size(tmp_path):
     path = str(tmp_path / "group.pt")
     ranks.spawn(ranks.elastic_save, 4, tmp_path / "save", path)

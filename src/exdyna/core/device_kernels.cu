@@ -125,7 +125,31 @@ __global__ void dense_kernel(float* __restrict__ grad, float* __restrict__ resid
   }
 }
 
+// non_finite = skip, some rank's gradient not finite (rare): the accumulate undone, the update NaN.
+__global__ void undo_skip_kernel(float* __restrict__ grad, float* __restrict__ residual,
+                                 std::uint64_t n) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += stride) {
+    const float r = residual[i], g = grad[i];
+    if (isfinite(r + g)) residual[i] = r - g;
+    grad[i] = __int_as_float(0x7fc00000);  // quiet NaN
+  }
+}
+
 }  // namespace
+
+void undo_accumulate_and_poison(Workspace& ws, float* d_grad, float* d_residual, std::int64_t n) {
+  check_size(n, "undo_accumulate_and_poison");
+  if (n == 0) return;
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(n), kThreads, 8);
+  EXDYNA_CUDA_LAUNCH("undo_accumulate_and_poison",
+                     undo_skip_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                         d_grad, d_residual, static_cast<std::uint64_t>(n)));
+  w.kernels_done();
+}
 
 void gather(Workspace& ws, const float* d_x, const std::uint32_t* d_idx, std::int64_t m,
             float* d_out) {

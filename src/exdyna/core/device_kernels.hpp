@@ -110,7 +110,8 @@ void copy_to_device(Workspace&, void* d_dst, const void* h_src, std::size_t byte
 // squares of the residual BEFORE adding (core::accumulate's residual_sq; summed in double, in
 // another order than the CPU's, so equal to rounding only) when want_sq, else 0. first_bad: the
 // smallest i where grad[i] or the sum is not finite (-1: all finite; core::accumulate's
-// finite == (first_bad < 0)); every element is written either way. Synchronizes.
+// finite == (first_bad < 0)); an element whose sum is not finite keeps its residual, as there.
+// Synchronizes.
 struct AccumulateResult {
   double residual_sq = 0;
   std::int64_t first_bad = -1;
@@ -129,6 +130,11 @@ void gather(Workspace&, const float* d_x, const std::uint32_t* d_idx, std::int64
 // residual[idx[j]] = 0 (the indices distinct and below n, as the gathered selection is).
 void scatter_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n,
                     const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale);
+
+// non_finite = skip when some rank's gradient was not finite (sparsifiers/non_finite_step.hpp):
+// residual[i] -= grad[i] where residual[i] + grad[i] is finite (undoes accumulate, which kept the
+// residual where the sum was not), and grad = NaN.
+void undo_accumulate_and_poison(Workspace&, float* d_grad, float* d_residual, std::int64_t n);
 
 // The dense case: grad[i] = sums[i] * scale; residual[i] = 0.
 void dense_update(Workspace&, float* d_grad, float* d_residual, const float* d_sums, std::int64_t n,

@@ -52,7 +52,7 @@ AccumulateResult accumulate(std::span<float> residual, std::span<const float> gr
 #if defined(__SSE2__)
     const __m128 zero = _mm_setzero_ps();
     __m128 s0 = zero, s1 = zero, s2 = zero, s3 = zero;
-    __m128 p0 = zero, p1 = zero;
+    __m128 p0 = zero;
     for (; i + 16 <= end; i += 16) {
       const __m128 e0 = _mm_loadu_ps(r + i), e1 = _mm_loadu_ps(r + i + 4);
       const __m128 e2 = _mm_loadu_ps(r + i + 8), e3 = _mm_loadu_ps(r + i + 12);
@@ -60,27 +60,33 @@ AccumulateResult accumulate(std::span<float> residual, std::span<const float> gr
       const __m128 a1 = _mm_add_ps(e1, _mm_loadu_ps(g + i + 4));
       const __m128 a2 = _mm_add_ps(e2, _mm_loadu_ps(g + i + 8));
       const __m128 a3 = _mm_add_ps(e3, _mm_loadu_ps(g + i + 12));
-      _mm_storeu_ps(r + i, a0);
-      _mm_storeu_ps(r + i + 4, a1);
-      _mm_storeu_ps(r + i + 8, a2);
-      _mm_storeu_ps(r + i + 12, a3);
+      // Not (a0 + a1) * 0: two large finite values could overflow to Inf and flag wrongly.
+      const __m128 z = _mm_add_ps(_mm_add_ps(_mm_mul_ps(a0, zero), _mm_mul_ps(a1, zero)),
+                                  _mm_add_ps(_mm_mul_ps(a2, zero), _mm_mul_ps(a3, zero)));
+      if (_mm_movemask_ps(_mm_cmpunord_ps(z, z)) == 0) [[likely]] {
+        _mm_storeu_ps(r + i, a0);
+        _mm_storeu_ps(r + i + 4, a1);
+        _mm_storeu_ps(r + i + 8, a2);
+        _mm_storeu_ps(r + i + 12, a3);
+      } else {  // a non-finite sum leaves the residual as it was (non_finite = skip undoes it)
+        for (std::size_t j = i; j < i + 16; ++j)
+          if (std::isfinite(r[j] + g[j])) r[j] += g[j];
+      }
       s0 = _mm_add_ps(s0, _mm_mul_ps(e0, e0));
       s1 = _mm_add_ps(s1, _mm_mul_ps(e1, e1));
       s2 = _mm_add_ps(s2, _mm_mul_ps(e2, e2));
       s3 = _mm_add_ps(s3, _mm_mul_ps(e3, e3));
-      // Not (a0 + a1) * 0: two large finite values could overflow to Inf and flag wrongly.
-      p0 = _mm_add_ps(p0, _mm_add_ps(_mm_mul_ps(a0, zero), _mm_mul_ps(a1, zero)));
-      p1 = _mm_add_ps(p1, _mm_add_ps(_mm_mul_ps(a2, zero), _mm_mul_ps(a3, zero)));
+      p0 = _mm_add_ps(p0, z);
     }
     chunk_sq = hsum(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
-    poison += hsum(_mm_add_ps(p0, p1));
+    poison += hsum(p0);
 #endif
     for (; i < end; ++i) {
       const float e = r[i];
       const float a = e + g[i];
       chunk_sq += e * e;
       poison += a * 0.0f;
-      r[i] = a;
+      r[i] = std::isfinite(a) ? a : e;
     }
     sq += chunk_sq;
   }

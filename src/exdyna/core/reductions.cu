@@ -36,14 +36,17 @@ __device__ __forceinline__ bool not_finite(float v) {
   return (rules::bits_of(v) & 0x7f800000u) == 0x7f800000u;
 }
 
-// One element: acc = e + g stored, e^2 added (in float, as the CPU squares), the first bad index
+// One element: acc = e + g stored (e kept where that is not finite), e^2 added (in float, as the CPU squares), the first bad index
 // kept (elements come in increasing order per thread).
 template <bool kSq>
 __device__ __forceinline__ void acc_one(float e, float g, float& a, std::uint64_t i, float& sq,
                                         unsigned long long& bad) {
   a = e + g;
   if constexpr (kSq) sq += e * e;
-  if ((not_finite(a) || not_finite(g)) && bad == kNone) bad = i;
+  if (not_finite(a) || not_finite(g)) {
+    if (bad == kNone) bad = i;
+    a = e;  // as on the CPU: a non-finite sum leaves the residual as it was
+  }
 }
 
 template <bool kVec, bool kSq>

@@ -9,8 +9,9 @@
 
 namespace exdyna::core {
 
-// acc[i] = residual[i] + grad[i] in place in residual; returns sum of the old residual squared
-// (the local error ||e_{i,t}||^2) and whether every result was finite. One pass over memory.
+// acc[i] = residual[i] + grad[i] in place in residual, where that sum is finite (elsewhere the
+// residual keeps its value); returns sum of the old residual squared (the local error
+// ||e_{i,t}||^2) and whether every sum was finite. One pass over memory.
 struct AccumulateResult {
   double residual_sq = 0;
   bool finite = true;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "exdyna/comm/communicator.hpp"
 #include "exdyna/core/half_float.hpp"
@@ -33,14 +34,25 @@ struct OkTopkOptions {
   int repartition = 64;
 };
 
+// What error feedback does with a non-finite gradient element: kRaise refuses the step (DataError
+// naming the element, before anything changes); kSkip passes the overflow on as a dense all-reduce
+// would (fp16 AMP: GradScaler then skips the step on every rank): every rank learns it, every
+// rank's update is NaN, and the residual, velocity and controller keep their state
+// (non_finite_step.hpp).
+enum class NonFinite { kRaise, kSkip };
+const char* to_string(NonFinite v);
+NonFinite parse_non_finite(std::string_view s);
+
 // The convergence mechanisms around error feedback (error_feedback.hpp runs them; one file each:
-// momentum_correction.hpp, local_clipping.hpp, density_warmup.hpp). All off by default.
+// momentum_correction.hpp, local_clipping.hpp, density_warmup.hpp). All off by default; and what
+// it does with a non-finite gradient.
 struct ConvergenceOptions {
   double momentum_correction = 0;  // DGC's momentum m in [0, 1); 0: off
   double local_clip = 0;           // DGC's local clipping norm (> 0: on); each of N workers
                                    // clips its gradient to local_clip / sqrt(N)
   std::int64_t warmup_steps = 0;   // density warm-up over this many steps; 0: off
   double warmup_start = 0.25;      // the warm-up's first density (1: dense), down to d
+  NonFinite non_finite = NonFinite::kRaise;
 };
 
 struct SparsifierConfig {

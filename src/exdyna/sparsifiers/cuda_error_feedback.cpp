@@ -4,6 +4,7 @@
 
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/device_error_feedback_testing.hpp"
+#include "exdyna/sparsifiers/non_finite_step.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -44,6 +45,14 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
   core::Stopwatch sw;
   warmup_.enter(iteration_, sparsifier_);
   const auto acc = dev::accumulate(ws_, residual_.data(), grad, n_g_, opt_.measure_global_error);
+  comm::ByteCounts flag_bytes;
+  if (opt_.convergence.non_finite == NonFinite::kSkip &&
+      any_rank_non_finite(acc.first_bad >= 0, comm, flag_bytes)) {
+    dev::undo_accumulate_and_poison(ws_, grad, residual_.data(), n_g_);
+    stats.bytes = flag_bytes;
+    mark_skipped(stats);
+    return stats;
+  }
   if (acc.first_bad >= 0) {
     float g = 0, a = 0;  // two values cross to the host, to name the offender
     dev::copy_to_host(ws_, &g, grad + acc.first_bad, sizeof(float));
@@ -58,6 +67,7 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
   const auto bytes_before = comm.bytes();
   sparsifier_->step_device(residual_.data(), device_, comm, stats);
   stats.bytes = comm.bytes() - bytes_before;
+  stats.bytes += flag_bytes;
   sw.lap();
 
   const float inv_n = 1.0f / static_cast<float>(comm.size());

@@ -8,6 +8,7 @@
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/density_warmup.hpp"
 #include "exdyna/sparsifiers/local_clipping.hpp"
+#include "exdyna/sparsifiers/non_finite_step.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -36,6 +37,15 @@ void ErrorFeedback::check_finite(std::span<const float> grad, int rank) const {
                                 residual_[i]);
 }
 
+// Skip mode, some rank's gradient not finite: nothing selected or sent, no state changed (the
+// caller undid the accumulate), the iteration not counted.
+StepStats ErrorFeedback::skipped(std::span<float> grad, StepStats& stats,
+                                 const comm::ByteCounts& flag_bytes) {
+  stats.bytes = flag_bytes;
+  fill_skipped_step(grad, stats);
+  return stats;
+}
+
 DataError non_finite_gradient(std::int64_t index, std::int64_t iteration, int rank, float grad,
                               float accumulated) {
   return DataError(detail::concat("gradient element ", index, " of iteration ", iteration,
@@ -60,12 +70,26 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   core::Stopwatch sw;
   warmup_.enter(iteration_, sparsifier_);
   const auto& conv = opt_.convergence;
+  const bool skip_mode = conv.non_finite == NonFinite::kSkip;
+  comm::ByteCounts flag_bytes;
+  bool agreed = false;  // the ranks have agreed that every gradient is finite
   if (conv.local_clip > 0 || momentum_.on()) {
-    check_finite(grad, comm.rank());
+    if (skip_mode) {
+      const bool mine =
+          std::any_of(grad.begin(), grad.end(), [](float g) { return !std::isfinite(g); });
+      if (any_rank_non_finite(mine, comm, flag_bytes)) return skipped(grad, stats, flag_bytes);
+      agreed = true;
+    } else {
+      check_finite(grad, comm.rank());
+    }
     clip_locally(grad, conv.local_clip, comm.size());
     momentum_.accumulate(grad);
   }
   const auto acc = accumulate(residual_, grad);
+  if (skip_mode && !agreed && any_rank_non_finite(!acc.finite, comm, flag_bytes)) {
+    undo_accumulate(residual_, grad);
+    return skipped(grad, stats, flag_bytes);
+  }
   if (!acc.finite) {
     // Rare path: find the first offender so the message names it. The residual holds acc now,
     // so restore it (acc - grad is exact for finite values, and the step is refused anyway).
@@ -84,6 +108,7 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   const auto bytes_before = comm.bytes();
   sparsifier_->step(residual_, comm, result_, stats);
   stats.bytes = comm.bytes() - bytes_before;
+  stats.bytes += flag_bytes;
   sw.lap();
 
   // Scatter the mean update and take what was sent out of the residual at the gathered indices:

@@ -42,8 +42,9 @@ class ErrorFeedback {
                 ErrorFeedbackOptions opt = {});
 
   // grad (size n_g) is this worker's raw gradient on entry and the averaged sparse update on
-  // exit. Throws DataError naming the first non-finite element if grad holds NaN or Inf (checked
-  // before anything is exchanged, and before the velocity changes).
+  // exit. A NaN or Inf in grad: with non_finite = raise (the default), throws DataError naming the
+  // first non-finite element (checked before anything is exchanged, and before the velocity
+  // changes); with skip, every rank returns NaN and keeps its state (non_finite_step.hpp).
   StepStats step(std::span<float> grad, comm::Communicator& comm);
 
   std::span<const float> residual() const { return residual_; }
@@ -63,6 +64,7 @@ class ErrorFeedback {
 
  private:
   void check_finite(std::span<const float> grad, int rank) const;
+  StepStats skipped(std::span<float> grad, StepStats& stats, const comm::ByteCounts& flag_bytes);
 
   std::unique_ptr<Sparsifier> sparsifier_;
   std::vector<float> residual_;

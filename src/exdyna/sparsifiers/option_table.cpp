@@ -178,6 +178,12 @@ const OptionSpec kOptions[] = {
      "the density warm-up's first density (1: dense)", "",
      [](C& c, V t) { c.convergence.warmup_start = number(t, fraction, "a number in (0, 1]"); },
      [](const C& c) { return shown(c.convergence.warmup_start); }},
+    {"non_finite", "--non-finite", OptionKind::kChoice, "raise | skip", "",
+     "a NaN or Inf in a rank's gradient: raise (refuse the step, naming the element) or skip "
+     "(every rank's update is NaN, as a dense all-reduce would leave it, so fp16 AMP's "
+     "GradScaler skips the step; residual, velocity and threshold keep their state)",
+     "", [](C& c, V t) { c.convergence.non_finite = parse_non_finite(t); },
+     [](const C& c) { return std::string(to_string(c.convergence.non_finite)); }},
     {"oktopk_period", "--oktopk-period", OptionKind::kInteger, "an integer in 1..2147483647",
      "oktopk", "iterations between exact re-evaluations of the local and global thresholds", "",
      [](C& c, V t) { c.oktopk.period = integer(t, 1, kMaxInt, "an integer in 1..2147483647"); },

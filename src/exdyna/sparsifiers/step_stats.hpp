@@ -55,6 +55,9 @@ struct StepStats {
   // 1 when the counts and indices travelled in one all-gather (ExDyna's exact controller under a
   // worker cap, fused_gather.hpp), else 0.
   std::int64_t fused = 0;
+  // 1 when some rank's gradient was not finite and non_finite = skip passed it on (the update is
+  // NaN, nothing was selected, no state changed; non_finite_step.hpp), else 0.
+  std::int64_t non_finite = 0;
   comm::ByteCounts bytes;
   PhaseTimes times;
 

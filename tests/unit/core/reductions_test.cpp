@@ -51,9 +51,17 @@ TEST(Reductions, AccumulateFlagsNanAndInfAnywhere) {
       auto r = values(4113, 3);
       auto g = values(4113, 4);
       g[at] = bad;
+      const auto before = r;
       EXPECT_FALSE(accumulate(r, g).finite) << at << " " << bad;
+      // The non-finite sum is not stored (non_finite = skip undoes the rest); the others are.
+      for (std::size_t i = 0; i < r.size(); ++i)
+        ASSERT_EQ(r[i], i == at ? before[i] : before[i] + g[i]) << at << " " << i;
     }
   }
+  // A finite gradient whose sum overflows keeps the residual too.
+  std::vector<float> big(20, 3e38f), push(20, 3e38f);
+  EXPECT_FALSE(accumulate(big, push).finite);
+  EXPECT_EQ(big, std::vector<float>(20, 3e38f));
   // Large finite values whose sum overflows only in the wrong formula stay finite.
   std::vector<float> r(32, 3e38f), g(32, 0.0f);
   EXPECT_TRUE(accumulate(r, g).finite);
