@@ -81,12 +81,30 @@ def sparsifier_steps(rank, world, name, steps, options=None):
         assert len(s["k_per_worker"]) == world and sum(s["k_per_worker"]) == s["k_total"]
         assert 0 < int((update != 0).sum()) <= s["k_unique"] <= s["k_total"]
         assert s["bytes"]["total"] > 0
-        if (options or {}).get("values") == "bf16":
-            # a generic group sums 16-bit words by all-gathering them: world * 2 bytes a value
-            assert s["bytes"]["allreduce"] == world * 2 * s["k_unique"], s["bytes"]
+        values = (options or {}).get("values")
+        if values in ("fp16", "bf16"):
+            # Gloo sums fp16 words as they are (2 bytes a value); bf16 travels widened (4)
+            per_value = 2 if values == "fp16" else 4
+            assert s["bytes"]["allreduce"] == per_value * s["k_unique"], s["bytes"]
         if name == "exdyna" and not options and t >= 1:
             # exact controller (the default): k' = k from the second iteration on
             assert abs(s["density"] - d) <= 0.02 * d, s["density"]
+
+
+def sixteen_bit_wire(rank, world):
+    """values="fp16" halves the values' bytes of the same step against fp32 on Gloo, and its
+    update is fp32's to fp16 rounding, identical on every rank."""
+    import exdyna
+    n, d = 50000, 0.01
+    wide, half = exdyna.Sparsifier("exdyna", d), exdyna.Sparsifier("exdyna", d, values="fp16")
+    grad = gradient(rank, 0, n)
+    u32, u16 = wide.step(grad), half.step(grad)
+    assert wide.stats["k_unique"] == half.stats["k_unique"] > 0
+    b32, b16 = wide.stats["bytes"], half.stats["bytes"]
+    assert 2 * b16["allreduce"] == b32["allreduce"] > 0, (b32, b16)
+    assert b16["total"] < b32["total"], (b32, b16)
+    assert_same_on_every_rank(u16, "fp16 update")
+    torch.testing.assert_close(u16, u32, rtol=2e-3, atol=1e-3 * float(u32.abs().max()))
 
 
 def sparsifier_round_trip(rank, world, name):

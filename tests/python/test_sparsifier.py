@@ -128,15 +128,19 @@ def test_in_place_step_writes_the_update_into_the_gradient(one_rank, dtype):
 def test_updates_identical_on_every_rank(tmp_path, world):
     # padded all-gathers (default), and the exact all-gather (one broadcast per rank) with the
     # broadcast CLT-k needs and the paper's own controller
-    # bf16 values: on a generic process group an all-gather of 16-bit words, summed in rank order
+    # 16-bit values: fp16 summed by Gloo as 16-bit words, bf16 widened to float32
     cases = (("exdyna", {}), ("topk", {}), ("cltk", {"gather": "exact"}),
-             ("topk", {"values": "bf16"}),
+             ("topk", {"values": "bf16"}), ("exdyna", {"values": "fp16"}),
              # Ok-Topk: the group's all-to-all (alltoall_base), both gather modes
              ("oktopk", {"oktopk_period": 2}), ("oktopk", {"gather": "exact"}),
              ("exdyna", {"gather": "exact", "controller": "paper", "balance": "paper"}))
     for i, (name, options) in enumerate(cases):
         ranks.spawn(ranks.sparsifier_steps, world, tmp_path / f"{i}-{name}", name, 5,
                     options)
+
+
+def test_fp16_values_halve_the_value_bytes_at_four_ranks(tmp_path):
+    ranks.spawn(ranks.sixteen_bit_wire, 4, tmp_path)
 
 
 def test_state_dict_round_trip_continues_bit_for_bit(tmp_path):

@@ -243,8 +243,8 @@ class GlooCommunicator final : public ProcessGroupCommunicator, public Algorithm
   }
   // 16-bit values go through gloo::allreduce on the group's context on both paths: c10d's
   // ProcessGroupGloo 1.13 reduces kHalf but not kBFloat16, and one reduction for both formats
-  // (core::add_bits16: each pair added in float32, rounded back) keeps fp16 and bf16 alike. The
-  // process-group communicator's all-gather of the words would move size() times the bytes.
+  // (core::add_bits16: each pair added in float32, rounded back) keeps fp16 and bf16 alike at 2
+  // bytes a value (the process-group communicator sends bf16 widened to float32).
   void do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) override {
     if (data.empty()) return;
     const auto a = for_allreduce(data.size_bytes());

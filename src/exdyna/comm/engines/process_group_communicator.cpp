@@ -122,21 +122,22 @@ void ProcessGroupCommunicator::do_allreduce_f32(std::span<float> data) {
 void ProcessGroupCommunicator::do_allreduce_f64(std::span<double> data) {
   allreduce(data.data(), data.size(), at::kDouble);
 }
-// A generic group has no 16-bit sum we can define (c10d's ReduceOp is fixed, and Gloo 1.13 has
-// no kBFloat16): the 16-bit words are all-gathered (padded path: equal sizes, one allgather) and
-// summed in rank order with core::add_bits16. That moves size() * 2 bytes per value, and the
-// byte counts say so (allreduce_sum_16 already counted 2).
+// c10d sums fp16 on Gloo and NCCL, and bf16 on NCCL (ProcessGroupGloo 1.13 has no kBFloat16 sum):
+// there the words are all-reduced as they are, 2 bytes a value, as the Gloo engine does. Elsewhere
+// the values travel widened to float32 (what an fp32 step sends; an all-gather of the words would
+// send size() - 1 times 2 bytes a value), are summed there and rounded back once.
 void ProcessGroupCommunicator::do_allreduce_16(std::span<std::uint16_t> data, core::ValueFormat f) {
   if (data.empty()) return;
-  const auto n = static_cast<std::int64_t>(data.size());
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), n);
-  gathered16_.resize(data.size() * counts.size());
-  padded_allgather(data.data(), sizeof(std::uint16_t), counts, gathered16_.data());
-  std::copy(gathered16_.begin(), gathered16_.begin() + n, data.begin());
-  for (int r = 1; r < size(); ++r)
-    core::add_bits16(data.data(), gathered16_.data() + static_cast<std::size_t>(r * n), data.size(),
-                     f);
-  add_allreduce_bytes(static_cast<std::uint64_t>(size() - 1) * data.size_bytes());
+  const bool half = f == core::ValueFormat::kFp16;
+  if (backend_ == "nccl" || (half && backend_ == "gloo")) {
+    allreduce(data.data(), data.size(), half ? at::kHalf : at::kBFloat16);
+    return;
+  }
+  wide16_.resize(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) wide16_[i] = core::from_bits16(data[i], f);
+  allreduce(wide16_.data(), wide16_.size(), at::kFloat);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = core::to_bits16(wide16_[i], f);
+  add_allreduce_bytes(data.size_bytes());  // 4 bytes a value; allreduce_sum_16 counted 2
 }
 
 void ProcessGroupCommunicator::do_allgatherv_device(const void* mine, std::size_t elem_size,
