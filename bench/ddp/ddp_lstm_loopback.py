@@ -110,7 +110,7 @@ def rank_main(rank, args, ids, store, variant, queue):
                    "max_ms": 1e3 * max(times), "steps": len(times), "last_loss": float(loss),
                    "parameters": sum(p.numel() for p in model.parameters())}
             if state is not None:
-                out["density"] = state.density()
+                out["density"] = state.actual_density()
                 out["bytes_per_step"] = state.bytes_total / max(state.iter, 1)
                 out["dense_bytes_per_step"] = state.dense_bytes_total / max(state.iter, 1)
             queue.put(out)

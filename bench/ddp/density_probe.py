@@ -45,9 +45,9 @@ def rank_body(rank, world, a, out):
         loss = task.loss(model, task.batch())
         loss.backward()
         opt.step()
-        state.drain()
+        state._drain()
         residual = max((float(r.norm()) for k in state.buckets()
-                        if (r := state.bucket_sparsifier(k).residual()) is not None), default=0)
+                        if (r := state._bucket_sparsifier(k).residual()) is not None), default=0)
         pmax = max(float(p.abs().max()) for p in model.parameters())
         out.write(f"{step} loss {float(loss):.4f} update_max {max(largest.values()):.4g} "
                   f"residual_norm {residual:.4g} param_max {pmax:.4g}\n")

@@ -235,7 +235,7 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
          "phases": median_phases(phases)}
     if state is not None:
         r["hook"] = {
-            "density": state.density(), "target_density": args.density,
+            "density": state.actual_density(), "target_density": args.density,
             "hook_calls": state.steps, "buckets": len(state.buckets()), "rebuilds": state.rebuilds,
             "bytes_per_step": state.bytes_total * 1.0 / max(1, args.warmup + args.steps),
             "dense_bytes_per_step": 4 * n_params,

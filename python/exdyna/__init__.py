@@ -23,7 +23,8 @@ import torch.distributed as _dist
 
 from . import _exdyna
 
-__all__ = ["Sparsifier", "sparsifier_names", "option_names", "cuda_built", "ddp", "__version__"]
+__all__ = ["Sparsifier", "sparsifier_names", "option_names", "option_table", "stats_fields",
+           "cuda_built", "ddp", "log", "__version__"]
 
 #: The library's version (CMakeLists.txt's project(VERSION), as the C++ EXDYNA_VERSION and the
 #: package metadata).
@@ -46,6 +47,19 @@ def sparsifier_names():
 def option_names():
     """The keyword options Sparsifier accepts."""
     return list(_exdyna.option_names())
+
+
+def option_table():
+    """The library's options, as a list of dicts (keyword, flag, kind, values, sparsifier it
+    tunes, description, default): what docs/sparsifiers.md's table and `exdyna options` show.
+    option_names() also lists the Python path's own two: measure_global_error and timeout."""
+    return [dict(row) for row in _exdyna.option_table()]
+
+
+def stats_fields():
+    """Sparsifier.stats's keys, each with its description and unit (bytes and times: dicts of
+    theirs)."""
+    return dict(_exdyna._stats_fields())
 
 
 def _backend(group):
@@ -227,18 +241,27 @@ class Sparsifier:
 
     @property
     def name(self):
+        """The sparsifier's name (one of sparsifier_names())."""
         return self._core.name
 
     @property
+    def target_density(self):
+        """d, the density asked for (stats["density"] is the last step's actual density)."""
+        return self._core.density
+
+    @property
     def density(self):
+        """d, the target density: the same as target_density, whose name says which."""
         return self._core.density
 
     @property
     def iteration(self):
+        """Steps taken (skipped non-finite steps not counted)."""
         return self._core.iteration
 
     @property
     def n_g(self):
+        """The gradient length (0 before the first step or load)."""
         return self._core.n_g
 
     def __repr__(self):
@@ -247,4 +270,5 @@ class Sparsifier:
 
 
 # Last: ddp imports Sparsifier from this module, so `exdyna.ddp` works after `import exdyna`.
+from . import log  # noqa: E402
 from . import ddp  # noqa: E402

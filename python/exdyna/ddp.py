@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from . import Sparsifier, _backend, _resolve_group
+from . import log as exdyna_log
 
 __all__ = ["State", "hook", "bucket_key"]
 
@@ -97,6 +98,9 @@ class State:
     applies momentum again is refused (ValueError); without it, a warning says what to check.
     The velocity is each bucket's, carried like the residual (rebuilds, state_dict,
     group_state_dict). See docs/python.md, "When the accuracy lags".
+    log, log_every: log(iteration, scalars) every log_every iterations, with the scalars of the
+    iterations since its previous call (exdyna.log: density, bytes, compression, f_t, ...);
+    exdyna.log.tensorboard(writer) writes them to TensorBoard. Not pickled with the State.
     non_finite: "skip" here by default (fp16 AMP): a NaN or Inf in any rank's bucket makes every
     rank's update NaN, as DDP's all-reduce would, so GradScaler skips the step on every rank; the
     bucket's residual, velocity, threshold and iteration stay as they were (non_finite_steps
@@ -110,8 +114,9 @@ class State:
     (those skipped for a NaN or Inf on some rank), k_total and
     n_g_total (values selected and gradients seen by the sparse steps), bytes_total (bytes sent,
     as the C++ communicator counts them: dense steps count their all-reduced bytes) and
-    dense_bytes_total (what DDP's all-reduce would have sent for the same steps); density() is
-    k_total / n_g_total; compression_stats() is all of it as one line. rebuilds counts the buckets
+    dense_bytes_total (what DDP's all-reduce would have sent for the same steps);
+    actual_density() is k_total / n_g_total (target_density is d); compression_stats() is all of
+    it as one line. rebuilds counts the buckets
     replaced after DDP rebuilt its buckets.
 
     Picklable (torch.save(state)): the sparsifiers' states travel as in state_dict(); the
@@ -122,9 +127,16 @@ class State:
     """
 
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
-                 min_compression_rate=2.0, overlap=True, optimizer=None, **options):
+                 min_compression_rate=2.0, overlap=True, optimizer=None, log=None, log_every=100,
+                 **options):
         if not isinstance(overlap, bool):
             raise TypeError(f"overlap {overlap!r} is not a bool")
+        if log is not None and not callable(log):
+            raise TypeError(f"log {log!r} is not callable; expected log(iteration, scalars) "
+                            "(exdyna.log.tensorboard(writer) makes one)")
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+            raise ValueError(f"log_every {log_every!r} is not valid; expected an integer >= 1")
+        self.log, self.log_every = log, log_every
         if isinstance(start_iter, bool) or not isinstance(start_iter, int) or start_iter < 0:
             raise ValueError(f"start_iter {start_iter!r} is not valid; expected an integer >= 0")
         if (isinstance(min_compression_rate, bool)
@@ -185,6 +197,7 @@ class State:
         self.steps = 0
         self.dense_steps = 0
         self.non_finite_steps = 0
+        self._interval = exdyna_log.Interval()
         self.k_total = 0
         self.n_g_total = 0
         self.bytes_total = 0
@@ -193,6 +206,7 @@ class State:
 
     @property
     def process_group(self):
+        """The group the buckets step over (after unpickling: the default group, at first use)."""
         if self._group is None:  # unpickled: the default group, once it exists
             self._group = _resolve_group(None)
         return self._group
@@ -212,7 +226,7 @@ class State:
         value_bytes = 2 if self.options.get("values") in ("fp16", "bf16") else 4
         return 4 * world_size + (4 + value_bytes) * k
 
-    def dense_mode(self, n_g, world_size):
+    def _dense_mode(self, n_g, world_size):
         """How a bucket of n_g gradients goes at the current iteration: None (sparse), "dense"
         (the start_iter warm-up) or "small" (under min_compression_rate)."""
         if self.iter < self.start_iter:
@@ -221,7 +235,7 @@ class State:
             return "small"
         return None
 
-    def bucket_sparsifier(self, key, layout=None):
+    def _bucket_sparsifier(self, key, layout=None):
         """The sparsifier of the bucket with this key (see bucket_key), created on first use.
         layout: [(parameter data_ptr, offset, numel)] of the bucket, to carry residuals over when
         DDP re-lays out its buckets."""
@@ -248,14 +262,14 @@ class State:
                 self._layout[key] = layout
         return sp
 
-    def submit(self, work):
+    def _submit(self, work):
         """Runs work() on the communication thread, after the work submitted before it."""
         if self._thread is None:
             self._thread = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="exdyna-comm")
         return self._thread.submit(work)
 
-    def comm_stream(self, device):
+    def _comm_stream(self, device):
         """The stream the communication thread steps device's buckets on (made at first use)."""
         stream = self._streams.get(device.index)
         if stream is None:
@@ -264,7 +278,7 @@ class State:
             stream = self._streams[device.index] = torch.cuda.Stream(device, priority=-1)
         return stream
 
-    def drain(self):
+    def _drain(self):
         """Waits until the communication thread has finished what was submitted."""
         if self._thread is not None:
             self._thread.submit(lambda: None).result()
@@ -279,7 +293,7 @@ class State:
     def _carry_residual(self, sp, layout):
         """Sets sp's residual (and, with momentum_correction, its velocity) from the old buckets'
         at the same parameters."""
-        self.drain()  # the old buckets' residuals are final only once their steps are done
+        self._drain()  # the old buckets' residuals are final only once their steps are done
         where = {}
         for old_key, old_layout in self._layout.items():
             if old_key in self._buckets:
@@ -304,7 +318,7 @@ class State:
                     values[offset:offset + numel] = old[old_offset:old_offset + numel]
             getattr(sp, "set_" + what)(values)
 
-    def check_shapes(self, shapes):
+    def _check_shapes(self, shapes):
         """Refuses (ValueError, before the bucket's collective) a bucket holding a parameter
         shape that the loaded checkpoint's model does not have: a checkpoint of another model."""
         if self._expected_shapes is None:
@@ -316,7 +330,7 @@ class State:
                 f"{sorted(missing.elements())} that the checkpoint's model (parameter shapes "
                 f"{sorted(self._expected_shapes.elements())}) has not")
 
-    def end_iteration(self):
+    def _end_iteration(self):
         """Drops the sparsifiers of buckets not seen since the last call (DDP rebuilt them) and
         counts the iteration."""
         stale = [k for k in self._buckets if k not in self._seen]
@@ -341,10 +355,22 @@ class State:
         """The keys of the live buckets."""
         return sorted(self._buckets)
 
-    def density(self):
+    def actual_density(self):
+        """k_total / n_g_total: the density the sparse steps sent (target_density is d)."""
         return self.k_total / self.n_g_total if self.n_g_total else 0.0
 
-    def record(self, index, stats, dense_bytes):
+    def density(self):
+        """Deprecated: actual_density() (the name says which density it is)."""
+        warnings.warn("exdyna.ddp.State.density() is deprecated: use actual_density() (and "
+                      "target_density for d)", DeprecationWarning, stacklevel=2)
+        return self.actual_density()
+
+    def _log_iteration(self):
+        """After an iteration's last bucket: log's call, every log_every iterations."""
+        if self.log is not None and self.iter % self.log_every == 0:
+            self.log(self.iter, self._interval.scalars(self))
+
+    def _record(self, index, stats, dense_bytes):
         stats = dict(stats)
         stats.setdefault("mode", "sparse")
         self.stats[index] = stats
@@ -369,11 +395,14 @@ class State:
                 + (f", {self.non_finite_steps} non-finite" if self.non_finite_steps else "")
                 + "), sent "
                 f"{self.bytes_total / 1e6:.3f} MB against {self.dense_bytes_total / 1e6:.3f} MB "
-                f"dense ({ratio:.1f}x less), density {self.density():.5f}, f(t) "
+                f"dense ({ratio:.1f}x less), density {self.actual_density():.5f}, f(t) "
                 + (f"{sum(f_t) / len(f_t):.3f}" if f_t else "-"))
 
     def state_dict(self):
-        self.drain()  # a bucket still stepping would save its state from before the step
+        """This rank's checkpoint: every bucket's state (residual, threshold, partitions,
+        iteration, velocity), the totals and the model's parameter shapes; load_state_dict()
+        resumes from it bit for bit (see the class's doc for when)."""
+        self._drain()  # a bucket still stepping would save its state from before the step
         buckets = dict(self._loaded)
         for k, sp in self._buckets.items():
             buckets[k] = sp.state_dict()["state"]
@@ -402,7 +431,7 @@ class State:
             if state.get(field) != mine:
                 raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
                                  f"State's {mine!r}")
-        self.drain()
+        self._drain()
         self._reset()
         if state["format"] == "exdyna.ddp.State/group":
             self._group_loaded = {k: (b["mean_residual"], b["threshold"],
@@ -426,7 +455,7 @@ class State:
         mean is kept to float32 rounding) and the last threshold (ExDyna starts from it; other
         sparsifiers, and partitions, start afresh for the new size). load_state_dict() takes it
         at any world size; state_dict() stays the per-rank checkpoint that resumes bit for bit."""
-        self.drain()
+        self._drain()
         group = self.process_group
         world = group.size()
         device = torch.device("cuda") if _backend(group) == "nccl" else None
@@ -468,7 +497,8 @@ class State:
         return {"config": {"sparsifier": self.sparsifier, "density": self.target_density,
                            "start_iter": self.start_iter,
                            "min_compression_rate": self.min_compression_rate,
-                           "overlap": self.overlap, "options": dict(self.options)},
+                           "overlap": self.overlap, "log_every": self.log_every,
+                           "options": dict(self.options)},
                 "state_dict": self.state_dict()}
 
     def __setstate__(self, pickled):
@@ -480,6 +510,7 @@ class State:
             setattr(self, name, config[name])
         self.target_density = config["density"]
         self.options = options
+        self.log, self.log_every = None, config.get("log_every", 100)  # a callable stays behind
         self._thread = None
         self._streams = {}
         self._group = None
@@ -510,7 +541,7 @@ def _stream_of(state, buf):
     caller = torch.cuda.current_stream(buf.device)
     if not state.overlap:
         return torch.cuda.stream(caller)
-    mine = state.comm_stream(buf.device)
+    mine = state._comm_stream(buf.device)
     mine.wait_stream(caller)
     return torch.cuda.stream(mine)
 
@@ -526,15 +557,15 @@ def hook(state, bucket):
         raise TypeError(f"exdyna.ddp.hook: bucket dtype {buf.dtype} is not supported; expected "
                         "torch.float32, torch.bfloat16 or torch.float16")
     shapes = [_shape_text(p) for p in bucket.parameters()]
-    state.check_shapes(shapes)
+    state._check_shapes(shapes)
     state._shapes.update(shapes)
     group = state.process_group
     world = group.size()
-    mode = state.dense_mode(buf.numel(), world)
-    sp = None if mode else state.bucket_sparsifier(bucket_key(bucket), _layout(bucket))
-    index, iteration = bucket.index(), state.iter
-    if bucket.is_last():
-        state.end_iteration()
+    mode = state._dense_mode(buf.numel(), world)
+    sp = None if mode else state._bucket_sparsifier(bucket_key(bucket), _layout(bucket))
+    index, iteration, last = bucket.index(), state.iter, bucket.is_last()
+    if last:
+        state._end_iteration()
     # CUDA: set_result records an event on the thread's current stream, and DDP's wait on the
     # future makes its own stream wait for that event (and keeps update's memory until then).
     fut = torch.futures.Future(devices=[buf.device]) if buf.is_cuda else torch.futures.Future()
@@ -557,13 +588,15 @@ def hook(state, bucket):
                     # gradient_as_bucket_view=True none of the update into the gradients either.
                     update = sp.step(buf, in_place=True)
                     stats = sp.stats
-                state.record(index, stats, dense_bytes)
+                state._record(index, stats, dense_bytes)
+                if last:
+                    state._log_iteration()
                 fut.set_result(update)  # inside the stream's context: the event goes on it
         except BaseException as e:  # noqa: B036 - the user sees it when DDP waits on the future
             fut.set_exception(e)
 
     if state.overlap:
-        state.submit(step)
+        state._submit(step)
     else:
         step()
     # DDP casts a failed future's value to a tensor ("Unable to cast <message> to Tensor"); a

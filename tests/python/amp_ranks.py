@@ -48,7 +48,7 @@ def overflow_probe(rank, world, hook, overlap):
     before = {}
 
     def keep_state():
-        state.drain()
+        state._drain()
         before.update({k: (sp.residual(), sp.iteration) for k, sp in state._buckets.items()})
 
     skipped = scaler_rule_steps(model, opt, rank, 8, 3,

@@ -197,7 +197,7 @@ def ddp_identical(rank, world, steps):
     assert sum(int(k.split(":")[1]) for k in after) == sum(p.numel() for p in model.parameters())
     for i, p in enumerate(model.parameters()):
         assert_same_on_every_rank(p, f"parameter {i} after {steps} steps")
-    assert 0 < state.density() <= 0.05 * 1.02
+    assert 0 < state.actual_density() <= 0.05 * 1.02
     assert state.bytes_total > 0 and set(state.stats) == {0, 1}
 
 
@@ -354,7 +354,7 @@ def ddp_start_iter(rank, world, warmup):
     assert {s["mode"] for s in state.stats.values()} == {"sparse"}
     # two sparse steps since the warm-up: the sparsifiers began at iteration 0 then
     assert {s["iteration"] for s in state.stats.values()} == {1}, state.stats
-    assert 0 < state.density() <= 0.05 * 1.02
+    assert 0 < state.actual_density() <= 0.05 * 1.02
     line = state.compression_stats()
     assert f"iteration {warmup + 2}," in line and "density 0.0" in line, line
 
@@ -419,7 +419,7 @@ def elastic_save(rank, world, path):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     train_steps(model, opt, rank, 0, 3)
     (key,) = state.buckets()
-    residuals = gathered(state.bucket_sparsifier(key).residual())
+    residuals = gathered(state._bucket_sparsifier(key).residual())
     ckpt = state.group_state_dict()
     mean = ckpt["buckets"][key]["mean_residual"]
     assert ckpt["world_size"] == world and mean.abs().sum() > 0
@@ -439,7 +439,7 @@ def elastic_resume(rank, world, path):
     model, state = ddp_model(net, 0.02)
     state.load_state_dict(ckpt["hook"])
     (key, saved), = ckpt["hook"]["buckets"].items()
-    sp = state.bucket_sparsifier(key)
+    sp = state._bucket_sparsifier(key)
     r = sp.residual()
     assert torch.equal(r, saved["mean_residual"])
     group_mean = r.clone()
@@ -473,7 +473,7 @@ def elastic_velocity_save(rank, world, path):
     model, state, opt = _momentum_model(Stable())
     train_steps(model, opt, rank, 0, 3)
     (key,) = state.buckets()
-    velocities = gathered(state.bucket_sparsifier(key).velocity())
+    velocities = gathered(state._bucket_sparsifier(key).velocity())
     ckpt = state.group_state_dict()
     mean = ckpt["buckets"][key]["mean_velocity"]
     expect = torch.stack(velocities).double().mean(0)
@@ -491,7 +491,7 @@ def elastic_velocity_resume(rank, world, path):
     model, state, opt = _momentum_model(net)
     state.load_state_dict(ckpt["hook"])
     (key, saved), = ckpt["hook"]["buckets"].items()
-    assert torch.equal(state.bucket_sparsifier(key).velocity(), saved["mean_velocity"])
+    assert torch.equal(state._bucket_sparsifier(key).velocity(), saved["mean_velocity"])
     train_steps(model, opt, rank, 3, 5)
     for i, p in enumerate(model.parameters()):
         assert torch.isfinite(p).all()

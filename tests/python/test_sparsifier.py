@@ -152,18 +152,18 @@ def test_ddp_state_carries_residuals_into_rebuilt_buckets(one_rank):
     state = exdyna.ddp.State(sparsifier="topk", density=0.5)
     # bucket "A" holds parameters 101 (3 values) and 202 (2 values); then DDP re-lays out and
     # bucket "B" holds 202 alone, bucket "C" holds 303 (new) and 101
-    a = state.bucket_sparsifier("A", [(101, 0, 3), (202, 3, 2)])
+    a = state._bucket_sparsifier("A", [(101, 0, 3), (202, 3, 2)])
     a.step(torch.tensor([1.0, 2.0, 30.0, 4.0, 5.0]))
     ra = a.residual()
     assert torch.equal(ra, torch.tensor([1.0, 2.0, 0.0, 4.0, 0.0]))  # top-2 of 5 sent
-    state.end_iteration()
-    b = state.bucket_sparsifier("B", [(202, 0, 2)])
-    c = state.bucket_sparsifier("C", [(303, 0, 4), (101, 4, 3)])
+    state._end_iteration()
+    b = state._bucket_sparsifier("B", [(202, 0, 2)])
+    c = state._bucket_sparsifier("C", [(303, 0, 4), (101, 4, 3)])
     assert torch.equal(b.residual(), ra[3:5])
     assert torch.equal(c.residual(), torch.cat([torch.zeros(4), ra[0:3]]))
     b.step(torch.zeros(2))
     c.step(torch.zeros(7))
-    state.end_iteration()
+    state._end_iteration()
     assert state.buckets() == ["B", "C"] and state.rebuilds == 1
 
 
