@@ -34,6 +34,7 @@
 #include "exdyna/core/byte_io.hpp"
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
 #include "exdyna/sparsifiers/device_error_feedback_testing.hpp"  // the GPU benchmarks' kernels
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/step_stats_fields.hpp"
@@ -401,6 +402,15 @@ class PySparsifier {
     std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), u.begin());
   }
 
+  // The bytes of a step's all-gathers (counts and indices) for a gradient of n_g on `world` ranks:
+  // ExDyna's estimate (sparsifiers::ExDyna::gather_bytes); for the others a count per rank and
+  // k indices. For the DDP hook's estimate before a bucket's step.
+  std::int64_t gather_bytes(std::int64_t n_g, int world) const {
+    const auto bound = sparsifiers::bind(opt_.config, n_g, world, 0);
+    if (name_ == "exdyna") return sparsifiers::ExDyna::gather_bytes(bound);
+    return 8 * static_cast<std::int64_t>(world) + 4 * bound.k();
+  }
+
   std::int64_t n_g() const { return n_g_; }
   std::int64_t iteration() const { return dev_ ? dev_->iteration() : ef_ ? ef_->iteration() : 0; }
   const std::string& name() const { return name_; }
@@ -561,6 +571,7 @@ PYBIND11_MODULE(_exdyna, m) {
       .def("set_residual", &PySparsifier::set_residual, py::arg("residual"))
       .def("velocity", &PySparsifier::velocity)
       .def("set_velocity", &PySparsifier::set_velocity, py::arg("velocity"))
+      .def("gather_bytes", &PySparsifier::gather_bytes, py::arg("n_g"), py::arg("world"))
       .def_property_readonly("n_g", &PySparsifier::n_g)
       .def_property_readonly("iteration", &PySparsifier::iteration)
       .def_property_readonly("name", &PySparsifier::name)

@@ -148,6 +148,8 @@ class State:
         self.start_iter = start_iter
         self.min_compression_rate = float(min_compression_rate)
         self._thread = None  # the communication thread, started on the first overlapped bucket
+        self._estimator = None  # a sparsifier of these options, for sparse_bytes (never stepped)
+        self._gathers = {}  # (n_g, world_size) -> its all-gathers' bytes
         self._streams = {}  # device index -> the communication thread's CUDA stream
         self._group = _resolve_group(process_group)
         self.sparsifier = sparsifier
@@ -219,19 +221,33 @@ class State:
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
     def sparse_bytes(self, n_g, world_size):
-        """The estimate min_compression_rate compares with 4 * n_g (the dense all-reduce): the
-        counts (4 bytes a rank), the k = max(world_size, floor(d * n_g)) gathered indices (4
-        bytes each) and their values (2 bytes with values fp16/bf16, else 4)."""
+        """The estimate min_compression_rate compares with the dense all-reduce's bytes: what a
+        sparse step's collectives count, for k = max(world_size, floor(d * n_g)) values at
+        f(t) = 1: the all-gathers of counts and indices (ExDyna's ladder slot with the exact and
+        histogram controllers; under a worker cap, each rank's fused slot of cap indices), the
+        summed values (2 bytes with values="fp16", and "bf16" on NCCL; else 4: Gloo sums bf16 as
+        float32), and the 8-byte all-reduce with which non_finite="skip" checks the gradients."""
         k = max(world_size, int(self.target_density * n_g))
-        value_bytes = 2 if self.options.get("values") in ("fp16", "bf16") else 4
-        return 4 * world_size + (4 + value_bytes) * k
+        values = self.options.get("values")
+        nccl = _backend(self.process_group) == "nccl"
+        value_bytes = 2 if values == "fp16" or (values == "bf16" and nccl) else 4
+        gathers = self._gathers.get((n_g, world_size))
+        if gathers is None:  # bucket sizes repeat every iteration: asked once each
+            if self._estimator is None:
+                self._estimator = self._make()
+            gathers = self._gathers[n_g, world_size] = self._estimator._core.gather_bytes(
+                n_g, world_size)
+        skip = 8 if self.options.get("non_finite") == "skip" else 0
+        return gathers + value_bytes * k + skip
 
-    def _dense_mode(self, n_g, world_size):
-        """How a bucket of n_g gradients goes at the current iteration: None (sparse), "dense"
-        (the start_iter warm-up) or "small" (under min_compression_rate)."""
+    def _dense_mode(self, n_g, world_size, element_size=4):
+        """How a bucket of n_g gradients of element_size bytes goes at the current iteration:
+        None (sparse), "dense" (the start_iter warm-up) or "small" (under
+        min_compression_rate)."""
         if self.iter < self.start_iter:
             return "dense"
-        if 4 * n_g < self.min_compression_rate * self.sparse_bytes(n_g, world_size):
+        dense = element_size * n_g
+        if dense < self.min_compression_rate * self.sparse_bytes(n_g, world_size):
             return "small"
         return None
 
@@ -512,6 +528,7 @@ class State:
         self.options = options
         self.log, self.log_every = None, config.get("log_every", 100)  # a callable stays behind
         self._thread = None
+        self._estimator, self._gathers = None, {}
         self._streams = {}
         self._group = None
         self._reset()
@@ -561,7 +578,7 @@ def hook(state, bucket):
     state._shapes.update(shapes)
     group = state.process_group
     world = group.size()
-    mode = state._dense_mode(buf.numel(), world)
+    mode = state._dense_mode(buf.numel(), world, buf.element_size())
     sp = None if mode else state._bucket_sparsifier(bucket_key(bucket), _layout(bucket))
     index, iteration, last = bucket.index(), state.iter, bucket.is_last()
     if last:

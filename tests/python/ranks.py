@@ -107,6 +107,22 @@ def sixteen_bit_wire(rank, world):
     torch.testing.assert_close(u16, u32, rtol=2e-3, atol=1e-3 * float(u32.abs().max()))
 
 
+def sparse_bytes_estimate(rank, world):
+    """State.sparse_bytes, which min_compression_rate uses, is within 25 % of the bytes a settled
+    step of those options counts (ladder slot, fused indices, values, the non-finite check)."""
+    import exdyna
+    import exdyna.ddp
+    for options in ({}, {"values": "fp16"}, {"worker_cap": "none"}):
+        state = exdyna.ddp.State(density=0.01, **options)
+        for n in (500, 5000, 50000):
+            sp = exdyna.Sparsifier("exdyna", 0.01, **state.options)
+            for t in range(12):
+                sp.step(gradient(rank, t, n))
+            sent = sp.stats["bytes"]["total"]
+            estimate = state.sparse_bytes(n, world)
+            assert 0.75 <= estimate / sent <= 1.25, (options, n, estimate, sp.stats["bytes"])
+
+
 def sparsifier_round_trip(rank, world, name):
     import exdyna
     n, d = 8000, 0.02

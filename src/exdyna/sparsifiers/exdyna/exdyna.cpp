@@ -62,6 +62,19 @@ constexpr std::uint32_t kStateVersion = 4;
 
 }  // namespace
 
+std::int64_t ExDyna::gather_bytes(const SparsifierConfig& cfg) {
+  const auto& o = cfg.exdyna;
+  const std::int64_t k = cfg.k(), n = cfg.world_size;
+  if (o.controller == sparsifiers::Controller::kPaper) return 8 * n + 4 * k;
+  const std::int64_t cap = o.max_per_worker(k, cfg.world_size);
+  const bool fusing = cap > 0 && o.fuse != sparsifiers::Fuse::kOff;
+  const auto head =
+      static_cast<std::int64_t>(ladder_slot_words(k, cfg.world_size, o.ladder_rungs)) +
+      (fusing && o.fuse == sparsifiers::Fuse::kAuto ? 1 : 0);
+  // Fused: the slot's head, one word of list length, then cap indices (fused_gather.hpp).
+  return fusing ? n * (8 * (head + 1) + 4 * cap) : n * 8 * head + 4 * k;
+}
+
 ExDyna::ExDyna(const SparsifierConfig& cfg)
     : cfg_(validated(cfg)),
       k_(cfg.k()),

@@ -41,6 +41,12 @@ class ExDyna final : public Sparsifier {
   explicit ExDyna(const SparsifierConfig& cfg);
 
   std::string_view name() const override { return "exdyna"; }
+  // The bytes a step's all-gathers count under bound cfg, for estimates made before a step (the
+  // DDP hook's min_compression_rate): the counts (8 bytes a rank with the paper controller, else
+  // the ladder's slot and the timing word it may carry) and the indices (4 k bytes at f(t) = 1;
+  // under a worker cap, where counts and indices may travel fused, each rank's slot of cap
+  // indices).
+  static std::int64_t gather_bytes(const SparsifierConfig& cfg);
   // StepStats::times.select_cpu of a step is the sum of this many laps of the thread CPU clock
   // (before and after the counts all-gather; the exact controller's cold step has a third), in
   // paper mode and with the exact controller alike: `exdyna bench select` nets out their cost.
