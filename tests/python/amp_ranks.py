@@ -117,3 +117,40 @@ def raise_mode(rank, world, overlap):
     assert time.monotonic() - t0 < 20, "the error took the whole timeout"
     if rank == 0:
         assert "expected a finite value" in msg and "on rank 0" in msg, msg
+
+
+def grad_scaler_run(rank, world, hook, steps, out_path):
+    """fp16 CPU autocast with torch.amp.GradScaler (torch 2.3 and later) from a scale that
+    overflows at first; writes the mean loss of the last 20 steps and the steps skipped."""
+    import json
+
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(20, 256), nn.ReLU(), nn.Linear(256, 10))
+    model = DDP(net)
+    if hook == "exdyna":
+        state = exdyna.ddp.State(density=0.05)
+        model.register_comm_hook(state, exdyna.ddp.hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)
+    w = torch.randn(20, 10, generator=torch.Generator().manual_seed(5))
+    tail, skipped = [], 0
+    for t in range(steps):
+        x, _ = batch(rank, t)
+        y = (x @ w).argmax(1)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        skipped += scaler.get_scale() < before
+        if t >= steps - 20:
+            tail.append(float(loss))
+    for i, p in enumerate(model.parameters()):
+        assert_same_on_every_rank(p, f"parameter {i}")
+    if rank == 0:
+        with open(out_path, "w") as f:
+            json.dump({"loss": sum(tail) / len(tail), "skipped": skipped}, f)

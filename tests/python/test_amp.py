@@ -46,3 +46,19 @@ def test_the_state_passes_overflows_by_default_and_the_option_is_checked(one_ran
     assert exdyna.ddp.State(density=0.01, non_finite="raise").options["non_finite"] == "raise"
     with pytest.raises(ValueError, match="non_finite 'ignore' is not valid; expected"):
         exdyna.ddp.State(density=0.01, non_finite="ignore")
+
+
+@pytest.mark.skipif(not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"),
+                    reason=f"torch {torch.__version__} has no CPU GradScaler (2.3 and later; "
+                    "scripts/torch2-venv.sh runs this)")
+def test_fp16_autocast_with_grad_scaler_reaches_the_allreduce_loss(tmp_path):
+    import json
+    result = {}
+    for hook in ("allreduce", "exdyna"):
+        out = tmp_path / f"{hook}.json"
+        ranks.spawn(amp_ranks.grad_scaler_run, 2, tmp_path / hook, hook, 200, str(out),
+                    deadline_s=300)
+        result[hook] = json.loads(out.read_text())
+    assert result["allreduce"]["skipped"] >= 1 and result["exdyna"]["skipped"] >= 1, result
+    assert math.isfinite(result["exdyna"]["loss"]), result
+    assert result["exdyna"]["loss"] <= 1.5 * result["allreduce"]["loss"] + 0.05, result
