@@ -8,7 +8,7 @@ writes rank 0's per-step CSV of each hook.
         examples/ddp_hooks.py --model lstm --steps 200 \
         --hook allreduce --csv allreduce.csv --hook exdyna-d0.01 --csv exdyna.csv
 
-Models (Gloo, one thread per rank, the same seed on every rank):
+Models (Gloo, one thread per rank, the same --seed on every rank):
   cnn   the small CNN of `exdyna train` on Fashion-MNIST (/usr/share/datasets/fashion-mnist),
         215k parameters, batch --batch (32) per rank, SGD lr 0.05 momentum 0.9; accuracy: test
         accuracy on the first 2,000 test images.
@@ -76,6 +76,8 @@ def parse_args(argv=None):
     p.add_argument("--hook", action="append", required=True, help="allreduce, fp16, bf16, "
                    "powersgd-rN, exdyna-dX, exdyna-sync-dX (repeated: run in turn)")
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0, help="the model's initial weights and every "
+                   "rank's batches (0: the head-to-head's first seed)")
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--calibrate", type=int, default=5, help="no_sync steps before training")
     p.add_argument("--budget", type=float, default=0, help="stop a hook's run at the first "
@@ -192,7 +194,7 @@ class Task:
 
     def __init__(self, a, rank, world):
         self.a, self.rank, self.world = a, rank, world
-        torch.manual_seed(0)
+        torch.manual_seed(a.seed)
         if a.model == "cnn":
             self.xtr, self.ytr = fashion("train")
             xte, yte = fashion("t10k")
@@ -205,7 +207,7 @@ class Task:
             span = a.bptt + 1
             self.test = held[:100 * span].view(100, span)
             self.net = WordLstm(a.vocab) if a.model == "lstm" else TinyGpt(a.vocab, a.bptt)
-        self.gen = torch.Generator().manual_seed(1 + rank)
+        self.gen = torch.Generator().manual_seed(1 + rank + 1000 * a.seed)
 
     def batch(self):
         a = self.a

@@ -30,13 +30,13 @@ import statistics
 import subprocess
 import sys
 
-FIELDS = ["model", "workers", "bandwidth", "hook", "status", "steps", "step_ms", "compute_ms",
+FIELDS = ["model", "workers", "bandwidth", "hook", "seed", "status", "steps", "step_ms", "compute_ms",
           "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "final_val_loss",
           "best_val_loss", "measure", "target", "time_to_target_s", "torch", "why"]
 # Each model's measure: the CSV column, whether higher is better, its name in the text.
 MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss"),
            "transformer": ("val_loss", False, "held-out loss")}
-RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)")
+RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)(?:-s([0-9]+))?")
 HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync"]
 RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
 
@@ -87,7 +87,8 @@ def what(run_dir, status):
 def summarise(run_dir, name):
     m = RUN.fullmatch(name)
     row = dict.fromkeys(FIELDS, "")
-    row.update(model=m.group(1), hook=m.group(2), workers=int(m.group(3)), bandwidth=m.group(4))
+    row.update(model=m.group(1), hook=m.group(2), workers=int(m.group(3)), bandwidth=m.group(4),
+               seed=int(m.group(5) or 0))
     status = "failed: no status.txt (the run did not finish)"
     sp = os.path.join(run_dir, "status.txt")
     if os.path.exists(sp):
@@ -244,6 +245,60 @@ def table(rows):
     return lines
 
 
+def spread(values, spec):
+    """mean ± standard deviation of the values ("" when none), and the count when some are
+    missing of `of`."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        return format(values[0], spec)
+    return f"{format(statistics.mean(values), spec)} ± {format(statistics.stdev(values), spec)}"
+
+
+def seed_table(rows):
+    """One line per hook over its seeds: each measure's mean ± standard deviation (sample), and
+    how many seeds reached the target."""
+    lines = ["| hook | seeds | reached target | time to target (s) | final acc | held-out loss "
+             "| step ms | bytes/step |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for hook in sorted({r["hook"] for r in rows}, key=hook_key):
+        runs = [r for r in rows if r["hook"] == hook]
+        ok = [r for r in runs if r["status"] == "ok"]
+        got = lambda k: [r[k] for r in ok if r[k] != ""]  # noqa: E731
+        failed = len(runs) - len(ok)
+        lines.append(f"| {hook} | {len(runs)}{f' ({failed} failed)' if failed else ''} | "
+                     f"{len(got('time_to_target_s'))} of {len(runs)} | "
+                     f"{spread(got('time_to_target_s'), '.1f')} | "
+                     f"{spread(got('final_acc'), '.4f')} | {spread(got('final_val_loss'), '.3f')} | "
+                     f"{spread(got('step_ms'), '.1f')} | "
+                     f"{fmt(round(statistics.mean(got('bytes_per_step'))), ',d') if got('bytes_per_step') else ''} |")
+    return lines
+
+
+def seed_headline(rows):
+    """The fastest hook by mean time to target among those whose every seed reached it, and
+    whether its lead over the runner-up is inside the spread (means closer than the sum of the
+    standard deviations)."""
+    times = {}
+    for hook in {r["hook"] for r in rows}:
+        runs = [r for r in rows if r["hook"] == hook]
+        t = [r["time_to_target_s"] for r in runs if r["time_to_target_s"] != ""]
+        if t and len(t) == len(runs):
+            times[hook] = (statistics.mean(t), statistics.stdev(t) if len(t) > 1 else 0.0)
+    if not times:
+        return "no hook reached the target with every seed"
+    order = sorted(times, key=lambda h: times[h][0])
+    best = order[0]
+    text = f"fastest to the target (mean over seeds): **{best}** ({times[best][0]:.1f} s)"
+    if len(order) > 1:
+        second = order[1]
+        gap = times[second][0] - times[best][0]
+        inside = gap < times[best][1] + times[second][1]
+        text += (f"; runner-up {second} {times[second][0]:.1f} s, a lead "
+                 f"{'inside' if inside else 'outside'} the spread")
+    return text
+
+
 def headline(rows):
     """Who reached the target first at one setting, and by how much."""
     reached = sorted((r for r in rows if r["time_to_target_s"] != ""),
@@ -314,8 +369,11 @@ def write_report(a, summary, tgt, figs, notes):
             for bw in bws:
                 rows = sorted((r for r in summary if (r["model"], r["workers"], r["bandwidth"])
                                == (model, w, bw)), key=lambda r: hook_key(r["hook"]))
-                lines += [f"## {model}, {w} hosts, {bw}", "", headline(rows) + ".", ""]
-                lines += table(rows) + [""]
+                lines += [f"## {model}, {w} hosts, {bw}", ""]
+                if len({r["seed"] for r in rows}) > 1:
+                    lines += [seed_headline(rows) + ".", ""] + seed_table(rows) + [""]
+                else:
+                    lines += [headline(rows) + ".", ""] + table(rows) + [""]
     if figs:
         lines += ["## Figures", ""] + [f + "\n" for f in figs]
     if notes:
@@ -326,24 +384,33 @@ def write_report(a, summary, tgt, figs, notes):
 
 def main(argv=None):
     a = parse_args(argv)
-    summary, steps_by_run = [], {}
+    summary, steps_by_seed = [], {}
     for name in sorted(os.listdir(os.path.join(a.out, "runs"))):
         if not RUN.fullmatch(name):
             continue
         row, rows = summarise(os.path.join(a.out, "runs", name), name)
         summary.append(row)
-        steps_by_run[(row["model"], row["hook"], row["workers"], row["bandwidth"])] = rows
+        steps_by_seed[(row["model"], row["hook"], row["workers"], row["bandwidth"],
+                       row["seed"])] = rows
+    # The figures draw the first seed's runs.
+    steps_by_run = {k[:4]: rows for k, rows in steps_by_seed.items() if k[4] == 0}
     tgt = targets(summary, a.targets)
     for r in summary:
         r["target"] = tgt[r["model"]][0]
         if r["status"] == "ok":
-            key = (r["model"], r["hook"], r["workers"], r["bandwidth"])
-            r["time_to_target_s"] = time_to(steps_by_run[key], r["model"], r["target"])
+            key = (r["model"], r["hook"], r["workers"], r["bandwidth"], r["seed"])
+            r["time_to_target_s"] = time_to(steps_by_seed[key], r["model"], r["target"])
     with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(summary)
-    figs, notes = figures(a.out, summary, steps_by_run, a.gnuplot)
+    figs, notes = figures(a.out, [r for r in summary if r["seed"] == 0], steps_by_run, a.gnuplot)
+    seeds = len({r["seed"] for r in summary})
+    if seeds > 1:
+        notes.insert(0, f"{seeds} seeds per setting (the script's --seed): the tables give mean ± "
+                     "sample standard deviation over them, and say whether the fastest hook's "
+                     "lead is inside the spread (means closer than the sum of the deviations); "
+                     "the figures draw seed 0")
     write_report(a, summary, tgt, figs, notes)
     failed = [r for r in summary if r["status"] != "ok"]
     print(f"report: {os.path.join(a.out, 'report.md')} ({len(summary)} runs, "

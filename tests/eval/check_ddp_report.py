@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a DDP head-to-head's output (`exdyna compare --ddp`) against its own files:
 
-    check_ddp_report.py OUT MODELS HOOKS WORKERS BANDWIDTHS    (each comma-separated)
+    check_ddp_report.py OUT MODELS HOOKS WORKERS BANDWIDTHS [SEEDS]   (lists comma-separated)
 
 - summary.csv has one row per (model, hook, workers, bandwidth) asked for, and report.md a table
   row for each: a failed run is a row that says why, never a missing one;
@@ -9,7 +9,9 @@
   the first two steps, mean bytes, the 3-evaluation means of accuracy and held-out loss, the first
   crossing of the stated target by the model's measure: accuracy rising to it for the CNN,
   held-out loss falling to it for the LSTM) and must equal summary.csv's and the report's;
-- the step times add up: step = compute + hook + wait wherever wait is above 0.
+- the step times add up: step = compute + hook + wait wherever wait is above 0;
+- with SEEDS > 1, a row per seed in summary.csv and, per setting, a row per hook giving how many
+  seeds reached the target and their mean time to it.
 Exit 0 when all hold, 1 with every difference listed otherwise.
 """
 import csv
@@ -55,8 +57,14 @@ def close(a, b, tol):
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
 
+def run_name(row):
+    seed = int(row.get("seed") or 0)
+    return (f"{row['model']}-{row['hook']}-w{row['workers']}-b{row['bandwidth']}"
+            + (f"-s{seed}" if seed else ""))
+
+
 def check_run(out, row, problems):
-    name = f"{row['model']}-{row['hook']}-w{row['workers']}-b{row['bandwidth']}"
+    name = run_name(row)
     if row["status"] != "ok":
         if not row["why"].strip():
             problems.append(f"{name}: failed without a reason")
@@ -83,7 +91,15 @@ def check_run(out, row, problems):
 def check_report(out, summary, problems):
     with open(os.path.join(out, "report.md")) as f:
         report = f.read()
+    settings = {}
     for row in summary:
+        settings.setdefault((row["model"], row["workers"], row["bandwidth"]), []).append(row)
+    for (model, workers, bw), rows in settings.items():
+        if len({r["seed"] for r in rows}) > 1:
+            check_seed_rows(report, f"## {model}, {workers} hosts, {bw}", rows, problems)
+    for row in summary:
+        if len({r["seed"] for r in settings[(row["model"], row["workers"], row["bandwidth"])]}) > 1:
+            continue
         cell = (f"failed: {row['why']}".replace("|", "\\|") if row["status"] != "ok"
                 else (f"{float(row['time_to_target_s']):.1f}" if row["time_to_target_s"]
                       else "not reached"))
@@ -99,8 +115,31 @@ def check_report(out, summary, problems):
                                 f"{float(row['step_ms']):.1f}: {line}")
 
 
+def check_seed_rows(report, setting, rows, problems):
+    """A setting of several seeds: one row per hook with its seed count, how many reached the
+    target, and the mean (± sample deviation) time to target of those that did."""
+    section = report.split(setting, 1)[1].split("\n## ", 1)[0] if setting in report else ""
+    for hook in sorted({r["hook"] for r in rows}):
+        runs = [r for r in rows if r["hook"] == hook]
+        times = [float(r["time_to_target_s"]) for r in runs
+                 if r["status"] == "ok" and r["time_to_target_s"]]
+        start = f"| {hook} | {len(runs)}"
+        line = next((l for l in section.splitlines() if l.startswith(start)), None)
+        if line is None:
+            problems.append(f"report.md: no seed row '{start}' under '{setting}'")
+            continue
+        if f"| {len(times)} of {len(runs)} |" not in line:
+            problems.append(f"report.md: {hook} at {setting}: not '{len(times)} of {len(runs)}' "
+                            f"seeds reached: {line}")
+        if times:
+            mean = f"{statistics.mean(times):.1f}"
+            if f"| {mean}" not in line:
+                problems.append(f"report.md: {hook} at {setting}: mean time {mean} missing: {line}")
+
+
 def main(argv):
     out, models, hooks, workers, bws = argv[1], *(a.split(",") for a in argv[2:6])
+    seeds = int(argv[6]) if len(argv) > 6 else 1
     with open(os.path.join(out, "summary.csv")) as f:
         summary = list(csv.DictReader(f))
     problems = []
@@ -109,8 +148,10 @@ def main(argv):
         for h in hooks:
             for w in workers:
                 for b in bws:
-                    if f"{m}-{h}-w{w}-b{b}" not in seen:
-                        problems.append(f"no row for {m} {h} w{w} {b} in summary.csv")
+                    for seed in range(seeds):
+                        name = f"{m}-{h}-w{w}-b{b}" + (f"-s{seed}" if seed else "")
+                        if name not in seen:
+                            problems.append(f"no row for {name} in summary.csv")
     check_report(out, summary, problems)
     pngs = [f for f in os.listdir(out)
             if f.startswith(("fig-acc-", "fig-loss-")) and f.endswith(".png")]

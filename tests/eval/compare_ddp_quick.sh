@@ -28,6 +28,14 @@ rc=$?
 cat "$tmp/stdout"
 [[ $rc -eq 0 ]] || { echo "compare --ddp --quick exited $rc"; exit 1; }
 "$python" "$here/check_ddp_report.py" "$tmp/out" cnn "$hooks" 2 1gbit || exit 1
+# Two seeds of two hooks: a row per seed in summary.csv, mean and spread per hook in the report.
+"$exe" compare --ddp --quick --seeds 2 --ddp-hooks allreduce,exdyna-d0.01 --python "$python" \
+  --out "$tmp/seeds" >"$tmp/stdout" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] || { echo "compare --ddp --seeds 2 exited $rc"; cat "$tmp/stdout"; exit 1; }
+"$python" "$here/check_ddp_report.py" "$tmp/seeds" cnn allreduce,exdyna-d0.01 2 1gbit 2 || exit 1
+grep -q "lead .*side the spread\|no hook reached the target with every seed" "$tmp/seeds/report.md" ||
+  { echo "the seeds report has no headline:"; cat "$tmp/seeds/report.md"; exit 1; }
 # A bad hook name is refused before anything runs, naming the value.
 "$exe" compare --ddp --ddp-hooks allreduce,gzip --out "$tmp/bad" >"$tmp/stdout" 2>&1
 rc=$?

@@ -30,6 +30,9 @@ TEST(DdpMatrix, AcceptsEveryDefaultHookAndRefusesOthersByName) {
 
 TEST(DdpMatrix, RunNameNamesEverySetting) {
   EXPECT_EQ(ddp_run_name("lstm", "powersgd-r4", 4, 100'000'000), "lstm-powersgd-r4-w4-b100mbit");
+  // Seed 0 keeps the single-seed name (earlier output directories resume); later seeds add -sN.
+  EXPECT_EQ(ddp_run_name("cnn", "allreduce", 2, 1'000'000'000, 0), "cnn-allreduce-w2-b1gbit");
+  EXPECT_EQ(ddp_run_name("cnn", "allreduce", 2, 1'000'000'000, 3), "cnn-allreduce-w2-b1gbit-s3");
 }
 
 TEST(DdpMatrix, FailureLineIsTheCauseNotTorchrunsSummary) {

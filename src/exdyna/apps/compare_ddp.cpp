@@ -91,6 +91,9 @@ eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
                    "--ddp-budget ", d.budget_s, " is not valid; expected 0 .. 86400 seconds");
   o.budget_s = d.budget_s < 0 ? 45 : d.budget_s;
   o.eval_every = d.eval_every > 0 ? d.eval_every : (c.quick ? 4 : 10);
+  EXDYNA_CHECK_ARG(d.seeds >= 1 && d.seeds <= 100, "--seeds ", d.seeds,
+                   " is not valid; expected 1 .. 100");
+  o.seeds = d.seeds;
   o.script_args = d.script_args;
   o.delay_us = eval::parse_delay_us(c.delay, "--delay");
   EXDYNA_CHECK_ARG(c.timeout_s > 0, "--timeout ", c.timeout_s, " is not valid; expected > 0");
@@ -151,6 +154,10 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
       ->group(g);
   sub->add_option("--ddp-eval-every", d.eval_every, "steps between evaluations (10; --quick 4)")
       ->group(g);
+  sub->add_option("--seeds", d.seeds,
+                  "runs of every setting, with the script's --seed 0 .. N-1: the report gives "
+                  "each measure's mean and spread (default 1)")
+      ->group(g);
   sub->add_option("--ddp-script-args", d.script_args,
                   "more arguments for every run's script, comma-separated (e.g. --vocab,2000)")
       ->delimiter(',')
@@ -168,7 +175,8 @@ int run_compare_ddp(const CompareDdpArgs& d, const CompareCommon& c) {
   const int stale = eval::remove_stale_sets();
   if (stale > 0) say("removed " + std::to_string(stale) + " namespaces left by a killed run");
   say(detail::concat(
-      "compare --ddp: ", o.models.size() * o.hooks.size() * o.workers.size() * o.bandwidths.size(),
+      "compare --ddp: ",
+      o.models.size() * o.hooks.size() * o.workers.size() * o.bandwidths.size() * o.seeds,
       " runs into ", c.out));
   const auto res = eval::run_ddp_matrix(o, say);
   say(detail::concat("ddp matrix: ", res.ran, " runs, ", res.kept, " kept, ", res.failed,

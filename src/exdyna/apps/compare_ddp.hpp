@@ -19,6 +19,7 @@ struct CompareDdpArgs {
   int steps = 0;              // 0: cnn 200, lstm 100, 12 with --quick
   double budget_s = -1;       // training seconds per run; < 0: 45 (0: none)
   int eval_every = 0;         // 0: 10, 4 with --quick
+  int seeds = 1;              // runs per setting, --seed 0 .. seeds - 1
   std::vector<std::string> script_args;
 };
 

@@ -35,8 +35,9 @@ void check_ddp_hook(const std::string& hook) {
 }
 
 std::string ddp_run_name(const std::string& model, const std::string& hook, int workers,
-                         std::uint64_t bps) {
-  return model + "-" + hook + "-w" + std::to_string(workers) + "-b" + rate_name(bps);
+                         std::uint64_t bps, int seed) {
+  return model + "-" + hook + "-w" + std::to_string(workers) + "-b" + rate_name(bps) +
+         (seed > 0 ? "-s" + std::to_string(seed) : "");
 }
 
 std::string ddp_failure_line(const std::string& stderr_text) {
@@ -76,6 +77,7 @@ int collective_timeout_s(const DdpOptions& o) {
 // host. Run i's CSV goes to run_dirs[i]/steps.csv.
 struct Launch {
   std::string model;
+  int seed = 0;
   std::vector<std::string> hooks;
   std::vector<fs::path> run_dirs;
 };
@@ -110,6 +112,8 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, co
                                  l.model,
                                  "--steps",
                                  std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm),
+                                 "--seed",
+                                 std::to_string(l.seed),
                                  "--eval-every",
                                  std::to_string(o.eval_every),
                                  "--budget",
@@ -183,7 +187,8 @@ void run_launches(const DdpOptions& o, const HostSet& hosts, Launch l, int* port
     const auto t = std::chrono::steady_clock::now();
     const auto log_dir = o.out_dir / "launches" /
                          detail::concat(l.model, "-w", hosts.size(), "-b",
-                                        rate_name(hosts.link().rate_bps), "-", attempt);
+                                        rate_name(hosts.link().rate_bps), "-s", l.seed, "-",
+                                        attempt);
     std::string why;
     const auto done = run_launch(o, hosts, l, *port, log_dir, &why);
     const int s = static_cast<int>(
@@ -214,21 +219,22 @@ DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
   for (const int w : o.workers)
     for (const auto bps : o.bandwidths) {
       std::unique_ptr<HostSet> hosts;  // made when a run of this setting is left to do
-      for (const auto& model : o.models) {
-        Launch l{model, {}, {}};
-        for (const auto& hook : o.hooks) {
-          const auto dir = o.out_dir / "runs" / ddp_run_name(model, hook, w, bps);
-          if (run_done(dir)) {
-            ++res.kept;
-            continue;
+      for (int seed = 0; seed < o.seeds; ++seed)
+        for (const auto& model : o.models) {
+          Launch l{model, seed, {}, {}};
+          for (const auto& hook : o.hooks) {
+            const auto dir = o.out_dir / "runs" / ddp_run_name(model, hook, w, bps, seed);
+            if (run_done(dir)) {
+              ++res.kept;
+              continue;
+            }
+            l.hooks.push_back(hook);
+            l.run_dirs.push_back(dir);
           }
-          l.hooks.push_back(hook);
-          l.run_dirs.push_back(dir);
+          if (l.hooks.empty()) continue;
+          if (!hosts) hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, 0});
+          run_launches(o, *hosts, std::move(l), &port, &res, progress);
         }
-        if (l.hooks.empty()) continue;
-        if (!hosts) hosts = std::make_unique<HostSet>(w, LinkShape{bps, o.delay_us, 0});
-        run_launches(o, *hosts, std::move(l), &port, &res, progress);
-      }
     }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -40,6 +40,7 @@ struct DdpOptions {
   std::vector<std::string> script_args;  // more arguments for every run (e.g. --vocab 2000)
   double delay_us = 50;
   double timeout_s = 600;  // per run, start to end (a launch of n runs gets n times this)
+  int seeds = 1;           // each run with the script's --seed 0 .. seeds - 1
   std::filesystem::path out_dir;
 };
 
@@ -50,9 +51,10 @@ std::vector<std::string> default_ddp_hooks();
 void check_ddp_model(const std::string& model);
 void check_ddp_hook(const std::string& hook);
 
-// The run's directory name: <model>-<hook>-w<W>-b<rate>.
+// The run's directory name: <model>-<hook>-w<W>-b<rate>, and -s<seed> for seeds after the
+// first (seed 0's name is the one a single-seed run has always had).
 std::string ddp_run_name(const std::string& model, const std::string& hook, int workers,
-                         std::uint64_t bps);
+                         std::uint64_t bps, int seed = 0);
 
 struct DdpMatrixResult {
   int ran = 0, kept = 0, failed = 0;
