@@ -60,7 +60,19 @@ macro(exdyna_find_package_torch)
     set(_exdyna_cuda_arch_defined ON)
     set(_exdyna_cuda_arch "${CMAKE_CUDA_ARCHITECTURES}")
   endif()
+  # Unless TORCH_CUDA_ARCH_LIST names them, those files detect the installed GPUs by building and
+  # running a .cu file, a test project that inherits our CUDA_STANDARD 20, which CMake 3.25 cannot
+  # give nvcc 13 ("requires the language dialect CUDA20"): configure failed, GPU or not. The flags
+  # are thrown away below, so any list will do.
+  set(_exdyna_torch_arch_set OFF)
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST 9.0)
+    set(_exdyna_torch_arch_set ON)
+  endif()
   find_package(Torch QUIET)
+  if(_exdyna_torch_arch_set)
+    unset(TORCH_CUDA_ARCH_LIST)
+  endif()
   set(CMAKE_CUDA_FLAGS "${_exdyna_cuda_flags}")
   if(_exdyna_cuda_arch_defined)
     set(CMAKE_CUDA_ARCHITECTURES "${_exdyna_cuda_arch}")
