@@ -2,10 +2,11 @@
 
     python examples/lightning_ddp.py --steps 20 [--out DIR]
 
-Lightning's DDPStrategy(ddp_comm_state=..., ddp_comm_hook=...) registers the hook on CUDA only
-(lightning 2.6), and an exdyna.ddp.State needs the process group, which Lightning makes inside
-fit(). So a callback builds the State and registers the hook on the DDP model when fit() starts,
-on CPU or GPU alike. Lightning starts the second process itself (it runs this script again).
+Lightning's DDPStrategy(ddp_comm_state=exdyna.ddp.State(...), ddp_comm_hook=exdyna.ddp.hook)
+registers the hook on CUDA only (lightning 2.6; the State finds the process group, which fit()
+makes, at the first bucket). On CPU, and on GPU alike, a callback registers it on the DDP model
+when fit() starts, as here. Lightning starts the second process itself (it runs this script
+again).
 --out DIR: each rank saves its parameters and the State's counters to DIR/rank<r>.pt.
 """
 

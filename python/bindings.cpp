@@ -523,6 +523,17 @@ PYBIND11_MODULE(_exdyna, m) {
         "the option table: one dict per sparsifier option (key, flag, kind, values, applies_to, "
         "help, default)");
   m.def("option_names", &exdyna::python::option_names);
+  // Refuses a bad name, density or option (ValueError naming it) without a process group: what
+  // Sparsifier's constructor checks, less what depends on the group's size.
+  m.def(
+      "check_options",
+      [](const std::string& name, double density, const py::dict& options) {
+        const auto opt = exdyna::python::parse_options(density, options);
+        exdyna::sparsifiers::check_sparsifier(
+            exdyna::sparsifiers::builtin_registry(), name,
+            exdyna::sparsifiers::bind(opt.config, std::int64_t{1} << 31, 1, 0));
+      },
+      py::arg("name"), py::arg("density"), py::arg("options"));
   m.def(
       "cuda_built", &exdyna::sparsifiers::device_path_built,
       "Whether this build has the GPU path (CUDA kernels; NCCL or Gloo groups over CUDA tensors)");

@@ -52,7 +52,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import Sparsifier, _backend, _resolve_group
+from . import Sparsifier, _backend, _exdyna, _resolve_group
 from . import log as exdyna_log
 
 __all__ = ["State", "hook", "bucket_key"]
@@ -79,7 +79,9 @@ class State:
 
     sparsifier, density, process_group, options: exdyna.Sparsifier's arguments, in its order; a
     bad name, density or option raises ValueError here, before training. process_group=None is
-    the default group (resolved now, and again after unpickling). measure_global_error defaults
+    the default group (resolved now, or at the first bucket when the State is made before
+    init_process_group, as Lightning's DDPStrategy(ddp_comm_state=...) does; and after
+    unpickling). measure_global_error defaults
     to False here (stats' global_error is NaN): pass True for Eq. 1's global error each step, at
     one more all-reduce per bucket step.
     start_iter: the first start_iter iterations (DDP steps) all-reduce every bucket densely,
@@ -151,7 +153,10 @@ class State:
         self._estimator = None  # a sparsifier of these options, for sparse_bytes (never stepped)
         self._gathers = {}  # (n_g, world_size) -> its all-gathers' bytes
         self._streams = {}  # device index -> the communication thread's CUDA stream
-        self._group = _resolve_group(process_group)
+        # The default group may not exist yet (Lightning's DDPStrategy takes the State before
+        # fit() makes the group): then it is looked up at first use, as after unpickling.
+        lazy = process_group is None and not (dist.is_available() and dist.is_initialized())
+        self._group = None if lazy else _resolve_group(process_group)
         self.sparsifier = sparsifier
         self.target_density = density
         self.options = dict(options)
@@ -160,8 +165,16 @@ class State:
             self.options["warmup_steps"] = AUTO_WARMUP_STEPS
         # As DDP's all-reduce: an overflow reaches every rank (fp16 AMP's GradScaler skips it).
         self.options.setdefault("non_finite", "skip")
-        # Validate now, not inside backward: building one costs no collective.
-        self._make()
+        # Validate now, not inside backward: building one costs no collective (without a group
+        # yet, what does not depend on its size).
+        if lazy:
+            if not isinstance(sparsifier, str):
+                raise TypeError(f"sparsifier name {sparsifier!r} is not a string")
+            if isinstance(density, bool) or not isinstance(density, (int, float)):
+                raise ValueError(f"density {density!r} is not valid; expected a number in (0, 1]")
+            _exdyna.check_options(sparsifier, float(density), self.options)
+        else:
+            self._make()
         self._check_momentum_pairing(optimizer)
         self._reset()
 

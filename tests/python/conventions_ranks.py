@@ -7,11 +7,11 @@ import torch.nn as nn
 from ranks import Stable, assert_same_on_every_rank, batch
 
 
-def _ddp(log=None, log_every=100, compiled=False):
+def _ddp(log=None, log_every=100, compiled=False, bucket_cap_mb=25):
     import exdyna.ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    model = DDP(Stable())
+    model = DDP(Stable(), bucket_cap_mb=bucket_cap_mb)
     state = exdyna.ddp.State("exdyna", 0.05, overlap=True, log=log, log_every=log_every)
     model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -46,10 +46,12 @@ def accumulation(rank, world, steps):
 
 def compiled(rank, world, steps):
     """torch.compile of the DDP model with the hook registered: the hook takes the same decisions
-    (values sent per bucket, parameters to float tolerance) as eager."""
+    (values sent, parameters to float tolerance) as eager. One parameter per bucket: compiled,
+    DDP's gradient-ready order (so its rebuilt bucket's layout) differs from eager's, and a bucket
+    holding the same parameters in another order is another vector to select from."""
     runs = {}
     for mode in ("eager", "compiled"):
-        model, ddp, state, opt = _ddp(compiled=mode == "compiled")
+        model, ddp, state, opt = _ddp(compiled=mode == "compiled", bucket_cap_mb=0.0001)
         for t in range(steps):
             x, y = batch(rank, t)
             opt.zero_grad()

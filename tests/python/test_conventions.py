@@ -84,3 +84,25 @@ def test_the_option_and_statistics_tables_are_public():
     assert "non_finite" in {row["key"] for row in table}
     fields = exdyna.stats_fields()
     assert "non_finite" in fields and "total" in fields["bytes"]
+
+
+def test_a_state_made_before_the_group_finds_it_at_the_first_bucket(tmp_path):
+    """Lightning's DDPStrategy(ddp_comm_state=State(...)) makes the State before fit() makes the
+    process group: the State validates what it can and looks the group up at first use."""
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    assert not dist.is_initialized()
+    state = exdyna.ddp.State(density=0.05)
+    with pytest.raises(ValueError, match="density"):
+        exdyna.ddp.State(density=2.0)
+    with pytest.raises(ValueError, match="no_such_option"):
+        exdyna.ddp.State(density=0.05, no_such_option=1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        model = DDP(nn.Linear(200, 100))
+        model.register_comm_hook(state, exdyna.ddp.hook)
+        model(torch.randn(4, 200)).square().sum().backward()
+        assert state.steps == 1 and state.k_total > 0
+    finally:
+        dist.destroy_process_group()
