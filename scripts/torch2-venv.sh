@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Python package under PyPI's torch 2.x, on CPU: a venv over /usr/bin/python3 that does NOT see
-# Debian's torch 1.13, with torch 2.x, scikit-build-core, pybind11, pytest, Lightning and
-# Accelerate from PyPI; then `pip install --no-build-isolation .` (the extension compiles against
-# that torch) and pytest tests/python from outside the source tree against the installed package
-# (tests/python/test_frameworks.py runs the Lightning and Accelerate examples there; under
+# Debian's torch 1.13, with torch 2.x, scikit-build-core, pybind11, pytest, Lightning,
+# Accelerate and TensorBoard from PyPI; then `pip install --no-build-isolation .` (the extension
+# compiles against that torch) and pytest tests/python from outside the source tree against the
+# installed package (test_frameworks.py runs the Lightning and Accelerate examples there,
+# test_conventions.py torch.compile and TensorBoard, test_amp.py CPU GradScaler; under
 # scripts/python-package.sh's Debian torch they skip).
 #
 #   VENV     where the venv goes (default .venv-torch2)
@@ -24,11 +25,11 @@ python=${PYTHON:-/usr/bin/python3}
 torch_req=${TORCH:-torch==2.15.0}
 
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-if ! "$venv/bin/python" -c "import torch, scikit_build_core, pybind11, pytest, lightning, accelerate" \
-    2>/dev/null; then
+if ! "$venv/bin/python" -c "import torch, scikit_build_core, pybind11, pytest, lightning, accelerate, \
+tensorboard" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --upgrade pip
   "$venv/bin/pip" install --quiet "$torch_req" "scikit-build-core>=0.10" "pybind11>=2.10" pytest \
-    lightning accelerate
+    lightning accelerate tensorboard
 fi
 "$venv/bin/python" -c "import torch, lightning, accelerate; print('torch', torch.__version__, \
 'lightning', lightning.__version__, 'accelerate', accelerate.__version__)"

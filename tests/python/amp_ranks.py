@@ -119,9 +119,10 @@ def raise_mode(rank, world, overlap):
         assert "expected a finite value" in msg and "on rank 0" in msg, msg
 
 
-def grad_scaler_run(rank, world, hook, steps, out_path):
+def grad_scaler_run(rank, world, hook, steps, out_path, amp=True):
     """fp16 CPU autocast with torch.amp.GradScaler (torch 2.3 and later) from a scale that
-    overflows at first; writes the mean loss of the last 20 steps and the steps skipped."""
+    overflows at first (amp=False: float32, no scaler); writes the mean loss of the last 20 steps
+    and the steps skipped."""
     import json
 
     import exdyna.ddp
@@ -133,14 +134,14 @@ def grad_scaler_run(rank, world, hook, steps, out_path):
         state = exdyna.ddp.State(density=0.05)
         model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40, enabled=amp)
     w = torch.randn(20, 10, generator=torch.Generator().manual_seed(5))
     tail, skipped = [], 0
     for t in range(steps):
         x, _ = batch(rank, t)
         y = (x @ w).argmax(1)
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.float16):
+        with torch.autocast("cpu", dtype=torch.float16, enabled=amp):
             loss = nn.functional.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         before = scaler.get_scale()
@@ -148,7 +149,7 @@ def grad_scaler_run(rank, world, hook, steps, out_path):
         scaler.update()
         skipped += scaler.get_scale() < before
         if t >= steps - 20:
-            tail.append(float(loss))
+            tail.append(float(loss.detach()))
     for i, p in enumerate(model.parameters()):
         assert_same_on_every_rank(p, f"parameter {i}")
     if rank == 0:

@@ -7,11 +7,23 @@ import torch.nn as nn
 from ranks import Stable, assert_same_on_every_rank, batch
 
 
-def _ddp(log=None, log_every=100, compiled=False, bucket_cap_mb=25):
+class OneMatrix(nn.Module):
+    """One parameter, so one bucket whatever order a compiled backward produces gradients in."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(20, 500) / 5)
+
+    def forward(self, x):
+        h = torch.tanh(x @ self.w)
+        return h[:, :10] * h[:, 10:20] + h[:, 20:30]
+
+
+def _ddp(log=None, log_every=100, compiled=False, net=None):
     import exdyna.ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    model = DDP(Stable(), bucket_cap_mb=bucket_cap_mb)
+    model = DDP(net if net is not None else Stable())
     state = exdyna.ddp.State("exdyna", 0.05, overlap=True, log=log, log_every=log_every)
     model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -46,12 +58,13 @@ def accumulation(rank, world, steps):
 
 def compiled(rank, world, steps):
     """torch.compile of the DDP model with the hook registered: the hook takes the same decisions
-    (values sent, parameters to float tolerance) as eager. One parameter per bucket: compiled,
-    DDP's gradient-ready order (so its rebuilt bucket's layout) differs from eager's, and a bucket
-    holding the same parameters in another order is another vector to select from."""
+    (values sent, parameters to float tolerance) as eager. A one-parameter model: compiled, DDP's
+    gradient-ready order (so a rebuilt bucket's layout) differs from eager's, and a bucket holding
+    the same parameters in another order is another vector to select from."""
     runs = {}
     for mode in ("eager", "compiled"):
-        model, ddp, state, opt = _ddp(compiled=mode == "compiled", bucket_cap_mb=0.0001)
+        torch.manual_seed(0)
+        model, ddp, state, opt = _ddp(compiled=mode == "compiled", net=OneMatrix())
         for t in range(steps):
             x, y = batch(rank, t)
             opt.zero_grad()

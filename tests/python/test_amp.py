@@ -51,14 +51,20 @@ def test_the_state_passes_overflows_by_default_and_the_option_is_checked(one_ran
 @pytest.mark.skipif(not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"),
                     reason=f"torch {torch.__version__} has no CPU GradScaler (2.3 and later; "
                     "scripts/torch2-venv.sh runs this)")
-def test_fp16_autocast_with_grad_scaler_reaches_the_allreduce_loss(tmp_path):
+def test_fp16_autocast_with_grad_scaler_loses_nothing_to_the_overflows(tmp_path):
+    """200 steps from a scale of 2^40 (about 23 overflowing steps): DDP's all-reduce and the hook
+    skip as many, and the hook's loss with AMP stays in its float32 band (at d = 0.05 this short
+    run's sparse loss is above the dense one's with or without AMP: measured 0.58 against 0.33 in
+    float32; the overflows add 0.01)."""
     import json
     result = {}
-    for hook in ("allreduce", "exdyna"):
-        out = tmp_path / f"{hook}.json"
-        ranks.spawn(amp_ranks.grad_scaler_run, 2, tmp_path / hook, hook, 200, str(out),
+    for hook, amp in (("allreduce", True), ("exdyna", True), ("exdyna", False)):
+        name = f"{hook}-{'amp' if amp else 'fp32'}"
+        out = tmp_path / f"{name}.json"
+        ranks.spawn(amp_ranks.grad_scaler_run, 2, tmp_path / name, hook, 200, str(out), amp,
                     deadline_s=300)
-        result[hook] = json.loads(out.read_text())
-    assert result["allreduce"]["skipped"] >= 1 and result["exdyna"]["skipped"] >= 1, result
-    assert math.isfinite(result["exdyna"]["loss"]), result
-    assert result["exdyna"]["loss"] <= 1.5 * result["allreduce"]["loss"] + 0.05, result
+        result[name] = json.loads(out.read_text())
+    assert result["allreduce-amp"]["skipped"] >= 10, result
+    assert result["exdyna-amp"]["skipped"] == result["allreduce-amp"]["skipped"], result
+    assert math.isfinite(result["exdyna-amp"]["loss"]), result
+    assert result["exdyna-amp"]["loss"] <= 1.1 * result["exdyna-fp32"]["loss"] + 0.02, result
