@@ -131,7 +131,7 @@ def grad_scaler_run(rank, world, hook, steps, out_path, amp=True):
     net = nn.Sequential(nn.Linear(20, 256), nn.ReLU(), nn.Linear(256, 10))
     model = DDP(net)
     if hook == "exdyna":
-        state = exdyna.ddp.State(density=0.05)
+        state = exdyna.ddp.State(density=0.1)
         model.register_comm_hook(state, exdyna.ddp.hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40, enabled=amp)
@@ -152,6 +152,8 @@ def grad_scaler_run(rank, world, hook, steps, out_path, amp=True):
             tail.append(float(loss.detach()))
     for i, p in enumerate(model.parameters()):
         assert_same_on_every_rank(p, f"parameter {i}")
+    if hook == "exdyna":  # the sparse path ran, not min_compression_rate's dense one
+        assert state.k_total > 0 and all(s["mode"] == "sparse" for s in state.stats.values())
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump({"loss": sum(tail) / len(tail), "skipped": skipped}, f)

@@ -51,11 +51,10 @@ def test_the_state_passes_overflows_by_default_and_the_option_is_checked(one_ran
 @pytest.mark.skipif(not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"),
                     reason=f"torch {torch.__version__} has no CPU GradScaler (2.3 and later; "
                     "scripts/torch2-venv.sh runs this)")
-def test_fp16_autocast_with_grad_scaler_loses_nothing_to_the_overflows(tmp_path):
-    """200 steps from a scale of 2^40 (about 23 overflowing steps): DDP's all-reduce and the hook
-    skip as many, and the hook's loss with AMP stays in its float32 band (at d = 0.05 this short
-    run's sparse loss is above the dense one's with or without AMP: measured 0.58 against 0.33 in
-    float32; the overflows add 0.01)."""
+def test_fp16_autocast_with_grad_scaler_reaches_the_allreduce_loss_band(tmp_path):
+    """200 steps at d = 0.1 from a scale of 2^40 (23 overflowing steps): DDP's all-reduce and the
+    hook skip as many; the hook's loss with AMP is in the all-reduce's band (measured 0.425
+    against 0.348) and in its own float32 one (the overflows cost nothing)."""
     import json
     result = {}
     for hook, amp in (("allreduce", True), ("exdyna", True), ("exdyna", False)):
@@ -67,4 +66,5 @@ def test_fp16_autocast_with_grad_scaler_loses_nothing_to_the_overflows(tmp_path)
     assert result["allreduce-amp"]["skipped"] >= 10, result
     assert result["exdyna-amp"]["skipped"] == result["allreduce-amp"]["skipped"], result
     assert math.isfinite(result["exdyna-amp"]["loss"]), result
+    assert result["exdyna-amp"]["loss"] <= 1.5 * result["allreduce-amp"]["loss"] + 0.05, result
     assert result["exdyna-amp"]["loss"] <= 1.1 * result["exdyna-fp32"]["loss"] + 0.02, result
