@@ -4,7 +4,7 @@ the hook's logging, each on 2 Gloo ranks with the exdyna hook."""
 import torch
 import torch.nn as nn
 
-from ranks import Stable, assert_same_on_every_rank, batch
+from ranks import Stable, assert_same_on_every_rank, batch, train_steps
 
 
 class OneMatrix(nn.Module):
@@ -65,11 +65,7 @@ def compiled(rank, world, steps):
     for mode in ("eager", "compiled"):
         torch.manual_seed(0)
         model, ddp, state, opt = _ddp(compiled=mode == "compiled", net=OneMatrix())
-        for t in range(steps):
-            x, y = batch(rank, t)
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
+        train_steps(model, opt, rank, 0, steps)
         runs[mode] = ([p.detach().clone() for p in ddp.parameters()], state)
     (eager, s1), (comp, s2) = runs["eager"], runs["compiled"]
     assert s2.steps >= steps and s1.k_total == s2.k_total, (s1.k_total, s2.k_total)
@@ -83,11 +79,7 @@ def logging(rank, world, out_dir):
     TensorBoard adapter, into a real SummaryWriter where torch has one."""
     calls = []
     model, _, state, opt = _ddp(log=lambda it, s: calls.append((it, dict(s))), log_every=2)
-    for t in range(6):
-        x, y = batch(rank, t)
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+    train_steps(model, opt, rank, 0, 6)
     state._drain()
     assert [it for it, _ in calls] == [2, 4, 6], calls
     for it, s in calls:
@@ -102,11 +94,7 @@ def logging(rank, world, out_dir):
     import exdyna.log
     writer = SummaryWriter(log_dir=f"{out_dir}/tb{rank}")
     model, _, state, opt = _ddp(log=exdyna.log.tensorboard(writer), log_every=1)
-    for t in range(2):
-        x, y = batch(rank, t)
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+    train_steps(model, opt, rank, 0, 2)
     state._drain()
     writer.close()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
