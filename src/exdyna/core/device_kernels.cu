@@ -129,8 +129,8 @@ __global__ void dense_kernel(float* __restrict__ grad, float* __restrict__ resid
 __global__ void undo_skip_kernel(float* __restrict__ grad, float* __restrict__ residual,
                                  std::uint64_t n) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
-       i < n; i += stride) {
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
     const float r = residual[i], g = grad[i];
     if (isfinite(r + g)) residual[i] = r - g;
     grad[i] = __int_as_float(0x7fc00000);  // quiet NaN

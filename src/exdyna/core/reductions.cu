@@ -36,8 +36,8 @@ __device__ __forceinline__ bool not_finite(float v) {
   return (rules::bits_of(v) & 0x7f800000u) == 0x7f800000u;
 }
 
-// One element: acc = e + g stored (e kept where that is not finite), e^2 added (in float, as the CPU squares), the first bad index
-// kept (elements come in increasing order per thread).
+// One element: acc = e + g stored (e kept where that is not finite), e^2 added (in float, as the
+// CPU squares), the first bad index kept (elements come in increasing order per thread).
 template <bool kSq>
 __device__ __forceinline__ void acc_one(float e, float g, float& a, std::uint64_t i, float& sq,
                                         unsigned long long& bad) {

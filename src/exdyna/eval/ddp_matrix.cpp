@@ -185,10 +185,10 @@ void run_launches(const DdpOptions& o, const HostSet& hosts, Launch l, int* port
     // A fresh port per launch: the last one's sockets may linger in TIME_WAIT on host 0.
     *port = *port >= 29999 ? 29600 : *port + 1;
     const auto t = std::chrono::steady_clock::now();
-    const auto log_dir = o.out_dir / "launches" /
-                         detail::concat(l.model, "-w", hosts.size(), "-b",
-                                        rate_name(hosts.link().rate_bps), "-s", l.seed, "-",
-                                        attempt);
+    const auto log_dir =
+        o.out_dir / "launches" /
+        detail::concat(l.model, "-w", hosts.size(), "-b", rate_name(hosts.link().rate_bps), "-s",
+                       l.seed, "-", attempt);
     std::string why;
     const auto done = run_launch(o, hosts, l, *port, log_dir, &why);
     const int s = static_cast<int>(

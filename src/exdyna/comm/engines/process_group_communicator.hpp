@@ -115,7 +115,7 @@ class ProcessGroupCommunicator : public Communicator {
   std::vector<std::byte> send_, recv_;
   bool device_only_ = false;
   at::Tensor dev_send_, dev_recv_;  // the padded device all-gather's buffers, kept between steps
-  std::vector<float> wide16_;  // 16-bit values widened where the backend has no 16-bit sum
+  std::vector<float> wide16_;       // 16-bit values widened where the backend has no 16-bit sum
 };
 
 // Throws InvalidArgument when pg is null or its backend is not gloo, mpi or nccl.
