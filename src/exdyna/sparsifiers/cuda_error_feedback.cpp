@@ -54,10 +54,10 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
     return stats;
   }
   if (acc.first_bad >= 0) {
-    float g = 0, a = 0;  // two values cross to the host, to name the offender
+    float g = 0, r = 0;  // two values cross to the host, to name the offender
     dev::copy_to_host(ws_, &g, grad + acc.first_bad, sizeof(float));
-    dev::copy_to_host(ws_, &a, residual_.data() + acc.first_bad, sizeof(float));
-    throw non_finite_gradient(acc.first_bad, iteration_, comm.rank(), g, a);
+    dev::copy_to_host(ws_, &r, residual_.data() + acc.first_bad, sizeof(float));
+    throw non_finite_gradient(acc.first_bad, iteration_, comm.rank(), g, r + g);
   }
   stats.times.accumulate = sw.lap();
 

@@ -91,12 +91,14 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
     return skipped(grad, stats, flag_bytes);
   }
   if (!acc.finite) {
-    // Rare path: find the first offender so the message names it. The residual holds acc now,
-    // so restore it (acc - grad is exact for finite values, and the step is refused anyway).
+    // Rare path: the step is refused. accumulate kept the residual where the sum was not finite;
+    // undo it elsewhere, then name the first element whose sum is not finite.
+    undo_accumulate(residual_, grad);
     for (std::size_t i = 0; i < grad.size(); ++i) {
-      if (!std::isfinite(grad[i]) || !std::isfinite(residual_[i]))
+      const float sum = residual_[i] + grad[i];
+      if (!std::isfinite(sum))
         throw non_finite_gradient(static_cast<std::int64_t>(i), iteration_, comm.rank(), grad[i],
-                                  residual_[i]);
+                                  sum);
     }
   }
   stats.times.accumulate = sw.lap();

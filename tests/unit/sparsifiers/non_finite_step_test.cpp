@@ -125,6 +125,27 @@ TEST(NonFiniteRaise, IsTheDefaultAndNamesTheElement) {
   });
 }
 
+TEST(NonFiniteRaise, AnOverflowingSumIsNamedAndTheResidualKept) {
+  // Both finite, their sum not: refused naming the element, and the residual as before the step.
+  SparsifierConfig c;
+  c.density = 0.02;
+  comm::run_local(1, [&](comm::Communicator& comm) {
+    auto ef = make_error_feedback("exdyna", c, kN, 1, 0, builtin_registry());
+    auto g0 = gradient(0, 0);
+    ef.step(g0, comm);
+    ef.mutable_residual()[11] = 3e38f;
+    const std::vector<float> before(ef.residual().begin(), ef.residual().end());
+    auto g = gradient(0, 1);
+    g[11] = 3e38f;
+    expect_error<DataError>([&] { ef.step(g, comm); },
+                            {"gradient element 11 of iteration 1", "accumulated inf"});
+    for (std::int64_t i = 0; i < kN; ++i)
+      ASSERT_NEAR(ef.residual()[i], before[i], 1e-6f * (std::fabs(before[i]) + std::fabs(g[i])))
+          << i;
+    EXPECT_EQ(ef.residual()[11], 3e38f);
+  });
+}
+
 TEST(NonFiniteOption, ParsesItsTwoValuesAndRefusesOthers) {
   EXPECT_EQ(parse_non_finite("skip"), NonFinite::kSkip);
   EXPECT_EQ(parse_non_finite("raise"), NonFinite::kRaise);
