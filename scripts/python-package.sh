@@ -12,7 +12,6 @@
 # when the venv lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 venv=$(realpath -m "${VENV:-.venv}")
 python=${PYTHON:-/usr/bin/python3}
 
@@ -24,15 +23,4 @@ fi
 if ! "$venv/bin/python" -c "import scikit_build_core, pybind11" 2>/dev/null; then
   "$venv/bin/pip" install --quiet "scikit-build-core>=0.10" "pybind11>=2.10"
 fi
-"$venv/bin/pip" install --quiet --no-build-isolation .
-
-if [ -z "${EXDYNA_BIN:-}" ] && [ -x build/exdyna ]; then
-  export EXDYNA_BIN=$root/build/exdyna
-fi
-# From a temporary directory, so that `import exdyna` can only be the installed package.
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$venv/bin/python" -c "import exdyna, exdyna.ddp; print('exdyna from', exdyna.__file__)"
-PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --rootdir "$root/tests/python" "$root/tests/python"
+bash scripts/test-installed.sh "$venv"

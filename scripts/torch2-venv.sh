@@ -19,7 +19,6 @@
 # pyproject.toml. "$@" goes to pytest (e.g. -k frameworks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 venv=$(realpath -m "${VENV:-.venv-torch2}")
 python=${PYTHON:-/usr/bin/python3}
 torch_req=${TORCH:-torch==2.15.0}
@@ -33,15 +32,4 @@ tensorboard" 2>/dev/null; then
 fi
 "$venv/bin/python" -c "import torch, lightning, accelerate; print('torch', torch.__version__, \
 'lightning', lightning.__version__, 'accelerate', accelerate.__version__)"
-"$venv/bin/pip" install --quiet --no-build-isolation .
-
-if [ -z "${EXDYNA_BIN:-}" ] && [ -x build/exdyna ]; then
-  export EXDYNA_BIN=$root/build/exdyna
-fi
-# From a temporary directory, so that `import exdyna` can only be the installed package.
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$venv/bin/python" -c "import exdyna, exdyna.ddp; print('exdyna from', exdyna.__file__)"
-PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --rootdir "$root/tests/python" "$root/tests/python" "$@"
+bash scripts/test-installed.sh "$venv" "$@"
