@@ -71,6 +71,14 @@ def _backend(group):
         return ""
 
 
+def _check_argument_types(sparsifier, density):
+    """The Python types of a sparsifier name and density (the values the library checks)."""
+    if not isinstance(sparsifier, str):
+        raise TypeError(f"sparsifier name {sparsifier!r} is not a string")
+    if isinstance(density, bool) or not isinstance(density, (int, float)):
+        raise ValueError(f"density {density!r} is not valid; expected a number in (0, 1]")
+
+
 def _resolve_group(process_group):
     if process_group is not None:
         return process_group
@@ -111,10 +119,7 @@ class Sparsifier:
     _FINGERPRINT_BYTES = 1024
 
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, **options):
-        if not isinstance(sparsifier, str):
-            raise TypeError(f"sparsifier name {sparsifier!r} is not a string")
-        if isinstance(density, bool) or not isinstance(density, (int, float)):
-            raise ValueError(f"density {density!r} is not valid; expected a number in (0, 1]")
+        _check_argument_types(sparsifier, density)
         self._group = _resolve_group(process_group)
         self._options = dict(options)
         self._core = _exdyna.Sparsifier(sparsifier, float(density), self._group, self._options)

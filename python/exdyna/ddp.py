@@ -52,7 +52,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import Sparsifier, _backend, _exdyna, _resolve_group
+from . import Sparsifier, _backend, _check_argument_types, _exdyna, _resolve_group
 from . import log as exdyna_log
 
 __all__ = ["State", "hook", "bucket_key"]
@@ -168,10 +168,7 @@ class State:
         # Validate now, not inside backward: building one costs no collective (without a group
         # yet, what does not depend on its size).
         if lazy:
-            if not isinstance(sparsifier, str):
-                raise TypeError(f"sparsifier name {sparsifier!r} is not a string")
-            if isinstance(density, bool) or not isinstance(density, (int, float)):
-                raise ValueError(f"density {density!r} is not valid; expected a number in (0, 1]")
+            _check_argument_types(sparsifier, density)
             _exdyna.check_options(sparsifier, float(density), self.options)
         else:
             self._make()
