@@ -58,6 +58,7 @@ set(EXDYNA_PUBLIC_HEADERS
     exdyna/sparsifiers/error_feedback.hpp
     exdyna/sparsifiers/factory.hpp
     exdyna/sparsifiers/local_clipping.hpp
+    exdyna/sparsifiers/step_clipping.hpp
     exdyna/sparsifiers/momentum_correction.hpp
     exdyna/sparsifiers/option_table.hpp
     exdyna/sparsifiers/registry.hpp

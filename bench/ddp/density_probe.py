@@ -27,15 +27,19 @@ import ddp_hooks  # noqa: E402
 def rank_body(rank, world, a, out):
     import exdyna.ddp
     task = ddp_hooks.Task(ddp_hooks.parse_args(["--model", "cnn", "--hook", "allreduce",
-                                                "--csv", "-"]), rank, world)
+                                                "--csv", "-", "--seed", str(a.seed)]),
+                          rank, world)
     model = torch.nn.parallel.DistributedDataParallel(task.net)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     state = exdyna.ddp.State(density=a.density, optimizer=opt, **json.loads(a.state))
-    largest = {}
+    largest, norms = {}, {}
 
     def hook(s, bucket):
+        grad_norm = float(bucket.buffer().norm())
+
         def seen(fut):
             largest[bucket.index()] = float(fut.value().abs().max())
+            norms[bucket.index()] = (float(fut.value().norm()), grad_norm)
             return fut.value()
         return exdyna.ddp.hook(s, bucket).then(seen)
 
@@ -44,13 +48,17 @@ def rank_body(rank, world, a, out):
         opt.zero_grad()
         loss = task.loss(model, task.batch())
         loss.backward()
+        if a.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         state._drain()
         residual = max((float(r.norm()) for k in state.buckets()
                         if (r := state._bucket_sparsifier(k).residual()) is not None), default=0)
         pmax = max(float(p.abs().max()) for p in model.parameters())
         out.write(f"{step} loss {float(loss):.4f} update_max {max(largest.values()):.4g} "
-                  f"residual_norm {residual:.4g} param_max {pmax:.4g}\n")
+                  f"residual_norm {residual:.4g} param_max {pmax:.4g} "
+                  f"update_norm {max(u for u, _ in norms.values()):.4g} "
+                  f"grad_norm {max(g for _, g in norms.values()):.4g}\n")
         out.flush()
         if not math.isfinite(float(loss)):
             out.write(f"diverged at step {step}\n")
@@ -75,6 +83,9 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9, help="the optimizer's (SGD)")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="clip the update's norm (torch.nn.utils.clip_grad_norm_) before the step")
+    p.add_argument("--seed", type=int, default=0, help="examples/ddp_hooks.py's --seed")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,6 +35,7 @@
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/local_clipping.hpp"
+#include "exdyna/sparsifiers/step_clipping.hpp"
 #include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/registry.hpp"

@@ -146,7 +146,7 @@ def test_density_warm_up_on_cuda_equals_the_cpu_twin(nccl_one):
         cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"warm-up, iteration {t}")
         cuda_ranks.compare_updates(cpu_update, update, f"warm-up, iteration {t}")
     assert gpu.stats["target_density"] == DENSITY
-    with pytest.raises(ValueError, match="momentum_correction and local_clip run on CPU"):
+    with pytest.raises(ValueError, match="momentum_correction, local_clip and step_clip run on CPU"):
         exdyna.Sparsifier("exdyna", DENSITY, momentum_correction=0.9).step(
             torch.ones(10_000, device="cuda"))
 

@@ -44,6 +44,8 @@ void SparsifierConfig::validate() const {
                    " is not valid; expected a momentum in [0, 1) (0: off)");
   EXDYNA_CHECK_ARG(std::isfinite(c.local_clip) && c.local_clip >= 0, "--local-clip ", c.local_clip,
                    " is not valid; expected a finite norm >= 0 (0: off)");
+  EXDYNA_CHECK_ARG(std::isfinite(c.step_clip) && c.step_clip >= 0, "--step-clip ", c.step_clip,
+                   " is not valid; expected a finite norm >= 0 (0: off)");
   EXDYNA_CHECK_ARG(c.warmup_steps >= 0, "--warmup-steps ", c.warmup_steps,
                    " is not valid; expected a step count >= 0 (0: off)");
   EXDYNA_CHECK_ARG(c.warmup_steps == 0 || (c.warmup_start > density && c.warmup_start <= 1),

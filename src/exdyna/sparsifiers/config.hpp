@@ -44,12 +44,14 @@ const char* to_string(NonFinite v);
 NonFinite parse_non_finite(std::string_view s);
 
 // The convergence mechanisms around error feedback (error_feedback.hpp runs them; one file each:
-// momentum_correction.hpp, local_clipping.hpp, density_warmup.hpp). All off by default; and what
-// it does with a non-finite gradient.
+// momentum_correction.hpp, local_clipping.hpp, step_clipping.hpp, density_warmup.hpp). All off by
+// default; and what it does with a non-finite gradient.
 struct ConvergenceOptions {
   double momentum_correction = 0;  // DGC's momentum m in [0, 1); 0: off
   double local_clip = 0;           // DGC's local clipping norm (> 0: on); each of N workers
                                    // clips its gradient to local_clip / sqrt(N)
+  double step_clip = 0;            // the averaged update's L2 norm at most this (> 0: on), the
+                                   // rest kept in the residuals (step_clipping.hpp)
   std::int64_t warmup_steps = 0;   // density warm-up over this many steps; 0: off
   double warmup_start = 0.25;      // the warm-up's first density (1: dense), down to d
   NonFinite non_finite = NonFinite::kRaise;

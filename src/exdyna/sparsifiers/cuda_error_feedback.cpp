@@ -17,8 +17,10 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
       opt_(opt),
       warmup_(opt_.convergence, opt_.density, opt_.remake) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
-  EXDYNA_CHECK_ARG(opt_.convergence.momentum_correction == 0 && opt_.convergence.local_clip == 0,
-                   "momentum_correction and local_clip run on CPU tensors only in this version; "
+  EXDYNA_CHECK_ARG(opt_.convergence.momentum_correction == 0 && opt_.convergence.local_clip == 0 &&
+                       opt_.convergence.step_clip == 0,
+                   "momentum_correction, local_clip and step_clip run on CPU tensors only in this "
+                   "version; "
                    "on CUDA tensors leave them at 0 (warmup_steps runs on both)");
   EXDYNA_CHECK_ARG(sparsifier_->runs_on_device(), "sparsifier '", sparsifier_->name(),
                    "' with these options has no GPU path; on a CUDA gradient these run: exdyna "

@@ -9,6 +9,7 @@
 #include "exdyna/sparsifiers/density_warmup.hpp"
 #include "exdyna/sparsifiers/local_clipping.hpp"
 #include "exdyna/sparsifiers/non_finite_step.hpp"
+#include "exdyna/sparsifiers/step_clipping.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -57,6 +58,49 @@ double mean_residual_norm(double residual_sq, comm::Communicator& comm) {
   double e = std::sqrt(residual_sq);
   comm.allreduce_sum(std::span<double>(&e, 1));
   return e / comm.size();
+}
+
+// The mean update into grad (0 off the gathered indices) and the sent part out of the residual.
+void ErrorFeedback::scatter(std::span<float> grad, int world_size) {
+  const float inv_n = 1.0f / static_cast<float>(world_size);
+  const core::ValueFormat fmt = result_.values_format;
+  const auto keep = [fmt](float a) { return a - core::round_to_format(a, fmt); };
+  if (result_.dense) {
+    EXDYNA_CHECK_EQ(result_.values.size(), grad.size(), "dense result size");
+    for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = result_.values[i] * inv_n;
+    if (fmt == core::ValueFormat::kFp32)
+      std::fill(residual_.begin(), residual_.end(), 0.0f);
+    else
+      for (auto& r : residual_) r = keep(r);
+    return;
+  }
+  EXDYNA_CHECK_EQ(result_.values.size(), result_.indices.size(), "sparse result size");
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  for (std::size_t j = 0; j < result_.indices.size(); ++j) {
+    const Index i = result_.indices[j];
+    grad[i] = result_.values[j] * inv_n;
+    if (!result_.partial)
+      residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
+  }
+  for (const Index i : sent_only_here())
+    residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
+}
+
+// The update times s < 1, where it is not zero (the residual is left as scatter set it).
+void ErrorFeedback::scale_update(std::span<float> grad, float s) const {
+  if (result_.dense) {
+    for (auto& g : grad) g *= s;
+    return;
+  }
+  for (const Index i : result_.indices) grad[i] *= s;
+}
+
+// Ok-Topk's partial result: where this worker's acc went in (empty for the others).
+std::span<const Index> ErrorFeedback::sent_only_here() const {
+  if (!result_.partial) return {};
+  for (const Index i : result_.sent)
+    EXDYNA_CHECK(i < residual_.size(), "sent index ", i, " outside the gradient");
+  return result_.sent;
 }
 
 StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
@@ -118,32 +162,13 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   // round(acc), so its own rounding error acc - round(acc) stays and error feedback sends it
   // later. That difference is exact in float32 (rounding to fewer mantissa bits leaves a
   // representable error), so residual + sent = acc holds bit for bit. The rounding of the 16-bit
-  // partial sums inside the reduction is shared by all workers and not fed back.
-  const float inv_n = 1.0f / static_cast<float>(comm.size());
-  const core::ValueFormat fmt = result_.values_format;
-  const auto keep = [fmt](float a) { return a - core::round_to_format(a, fmt); };
-  if (result_.dense) {
-    EXDYNA_CHECK_EQ(result_.values.size(), grad.size(), "dense result size");
-    for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = result_.values[i] * inv_n;
-    if (fmt == core::ValueFormat::kFp32)
-      std::fill(residual_.begin(), residual_.end(), 0.0f);
-    else
-      for (auto& r : residual_) r = keep(r);
-  } else {
-    EXDYNA_CHECK_EQ(result_.values.size(), result_.indices.size(), "sparse result size");
-    std::fill(grad.begin(), grad.end(), 0.0f);
-    for (std::size_t j = 0; j < result_.indices.size(); ++j) {
-      const Index i = result_.indices[j];
-      grad[i] = result_.values[j] * inv_n;
-      if (!result_.partial)
-        residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
-    }
-    if (result_.partial)  // only where this worker's acc went in (Ok-Topk)
-      for (const Index i : result_.sent) {
-        EXDYNA_CHECK(i < residual_.size(), "sent index ", i, " outside the gradient");
-        residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
-      }
-  }
+  // partial sums inside the reduction is shared by all workers and not fed back. step_clip then
+  // scales the update and drops what it took off: kept in the residual, that stale mass was sent
+  // again step after step and diverged sooner (docs/python.md, "When the accuracy lags").
+  scatter(grad, comm.size());
+  const double s = step_clip_scale(result_.values, 1.0 / comm.size(), conv.step_clip);
+  stats.step_scale = s;
+  if (s < 1) scale_update(grad, static_cast<float>(s));
   momentum_.mask(result_);
   stats.times.update = sw.lap();
   if (stats.k_per_worker.empty())

@@ -10,6 +10,7 @@
 //   grad <- clip(grad, local_clip / sqrt(N))        local_clipping.hpp
 //   grad <- u <- m u + grad                         momentum_correction.hpp (acc = residual + u)
 //   ... the step above, at the warm-up density of this iteration (density_warmup.hpp) ...
+//   update <- s update, ||update|| <= step_clip      step_clipping.hpp (the rest dropped)
 //   u <- 0 where this worker's acc was sent         (momentum factor masking)
 #pragma once
 
@@ -65,6 +66,9 @@ class ErrorFeedback {
  private:
   void check_finite(std::span<const float> grad, int rank) const;
   StepStats skipped(std::span<float> grad, StepStats& stats, const comm::ByteCounts& flag_bytes);
+  void scatter(std::span<float> grad, int world_size);
+  void scale_update(std::span<float> grad, float s) const;
+  std::span<const Index> sent_only_here() const;
 
   std::unique_ptr<Sparsifier> sparsifier_;
   std::vector<float> residual_;

@@ -166,6 +166,12 @@ const OptionSpec kOptions[] = {
      "",
      [](C& c, V t) { c.convergence.local_clip = number(t, non_negative, "a finite number >= 0"); },
      [](const C& c) { return shown(c.convergence.local_clip); }},
+    {"step_clip", "--step-clip", OptionKind::kNumber, "a finite number >= 0", "",
+     "step clipping: the averaged update's L2 norm is at most this, the part clipped off "
+     "dropped (stale mass that diverges below d = 0.005 with momentum; 0: off)",
+     "",
+     [](C& c, V t) { c.convergence.step_clip = number(t, non_negative, "a finite number >= 0"); },
+     [](const C& c) { return shown(c.convergence.step_clip); }},
     {"warmup_steps", "--warmup-steps", OptionKind::kInteger, "an integer >= 0", "",
      "density warm-up: the first this many steps run at densities from --warmup-start down to d, "
      "in 4 geometric phases (0: off)",

@@ -58,6 +58,8 @@ struct StepStats {
   // 1 when some rank's gradient was not finite and non_finite = skip passed it on (the update is
   // NaN, nothing was selected, no state changed; non_finite_step.hpp), else 0.
   std::int64_t non_finite = 0;
+  // The factor step_clip scaled the update by (1: not clipped; step_clipping.hpp).
+  double step_scale = 1;
   comm::ByteCounts bytes;
   PhaseTimes times;
 

@@ -50,6 +50,8 @@ const StatField kScalars[] = {
     {"non_finite",
      "1: a rank's gradient was not finite and non_finite=skip passed it on as NaN, else 0",
      int_of<&StepStats::non_finite>},
+    {"step_scale", "the factor step_clip scaled the update by (1: not clipped)",
+     real_of<&StepStats::step_scale>},
     {"global_error", "Eq. 1: mean over ranks of the residual's norm (NaN when not measured)",
      real_of<&StepStats::global_error>},
     {"own_partition", "length of the partition this rank selected from (elements; ExDyna, else 0)",

@@ -1,5 +1,6 @@
 // The convergence mechanisms around error feedback (momentum correction and masking, local
-// clipping, density warm-up) against references computed here, on 2 ranks of the in-process group.
+// clipping, step clipping, density warm-up) against references computed here, on 2 ranks of the
+// in-process group.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "exdyna/sparsifiers/density_warmup.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/local_clipping.hpp"
+#include "exdyna/sparsifiers/step_clipping.hpp"
 #include "unit/expect_error.hpp"
 
 namespace exdyna::sparsifiers {
@@ -39,6 +41,7 @@ struct Seen {
   std::vector<Index> sent;
   bool dense = false;
   double density = 0;
+  double step_scale = 0;
 };
 
 // Runs `steps` steps of `name` with the options on 2 ranks; each rank also keeps the reference
@@ -65,6 +68,7 @@ std::vector<std::vector<Seen>> run(const std::string& name, const SparsifierConf
       s.sent = ef.last_result().indices;
       s.dense = ef.last_result().dense;
       s.density = stats.target_density;
+      s.step_scale = stats.step_scale;
       u.assign(s.velocity.begin(), s.velocity.end());  // the next step starts from what was kept
       if (m == 0) std::fill(u.begin(), u.end(), 0.0f);
     }
@@ -172,6 +176,51 @@ TEST(LocalClipping, ScalesToClipOverRootNAndLeavesSmallerNorms) {
   EXPECT_EQ(clip_locally(g, 0.0, 1), 1.0);  // off
 }
 
+TEST(StepClipping, ScalesAnUpdateToTheClipAndLeavesShorterOnes) {
+  const std::vector<float> summed = {6.0f, 8.0f};            // update (summed / 2): norm 5
+  EXPECT_DOUBLE_EQ(step_clip_scale(summed, 0.5, 1.0), 0.2);  // to norm 1
+  EXPECT_EQ(step_clip_scale(summed, 0.5, 5.0), 1.0);         // at the limit: unchanged
+  EXPECT_EQ(step_clip_scale(summed, 0.5, 0.0), 1.0);         // off
+  const std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_EQ(step_clip_scale(nan, 1.0, 1.0), 1.0);  // not finite: left to non_finite
+}
+
+double norm(const std::vector<float>& v) {
+  double sq = 0;
+  for (const float x : v) sq += static_cast<double>(x) * x;
+  return std::sqrt(sq);
+}
+
+// The gradients here do not depend on the update, so a clipped run selects what an unclipped one
+// does: the update is the unclipped one times s, and the residual is the unclipped one (the part
+// clipped off is dropped, not kept).
+TEST(StepClipping, TheUpdateIsScaledOnEveryRankAndTheClippedPartDropped) {
+  const auto plain = run("topk", config(0.125), 5);
+  auto clipped_opt = config(0.125);
+  clipped_opt.convergence.step_clip = 0.5;  // below every step's update norm here
+  const auto clipped = run("topk", clipped_opt, 5);
+  auto loose_opt = config(0.125);
+  loose_opt.convergence.step_clip = 1e6;
+  const auto loose = run("topk", loose_opt, 5);
+  for (std::size_t t = 0; t < 5; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const auto& p = plain[0][t];
+    const double want = 0.5 / norm(p.update);
+    ASSERT_LT(want, 1.0);
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto& c = clipped[r][t];
+      EXPECT_DOUBLE_EQ(c.step_scale, want);
+      EXPECT_NEAR(norm(c.update), 0.5, 1e-6);
+      EXPECT_EQ(c.sent, plain[r][t].sent);
+      EXPECT_EQ(c.residual, plain[r][t].residual);
+      for (std::int64_t i = 0; i < kN; ++i)
+        EXPECT_FLOAT_EQ(c.update[i], static_cast<float>(want) * p.update[i]) << "at " << i;
+      EXPECT_EQ(loose[r][t].update, plain[r][t].update);  // under the clip: bit for bit
+      EXPECT_EQ(loose[r][t].step_scale, 1.0);
+    }
+  }
+}
+
 TEST(MomentumCorrection, ANonFiniteGradientIsRefusedAndLeavesTheVelocity) {
   auto opt = config(0.125);
   opt.convergence.momentum_correction = 0.9;
@@ -199,6 +248,9 @@ TEST(ConvergenceOptions, BadValuesAreRefusedByName) {
   bad.convergence = {};
   bad.convergence.local_clip = -1;
   expect_error<InvalidArgument>([&] { bad.validate(); }, {"--local-clip -1"});
+  bad.convergence = {};
+  bad.convergence.step_clip = std::numeric_limits<double>::infinity();
+  expect_error<InvalidArgument>([&] { bad.validate(); }, {"--step-clip inf", "finite norm"});
 }
 
 }  // namespace

@@ -21,12 +21,13 @@ StepStats distinct_stats() {
   StepStats s;
   auto& [iteration, world_size, n_g, k_target, target_density, threshold, k_per_worker, k_total,
          k_unique, density, density_error, f_t, padded_elements, global_error, alloc_per_worker,
-         blocks_per_partition, own_partition, own_candidates, fused, non_finite, bytes, times] = s;
+         blocks_per_partition, own_partition, own_candidates, fused, non_finite, step_scale, bytes,
+         times] = s;
   iteration = 11, world_size = 3, n_g = kBeyondDouble, k_target = 13;
   target_density = 0.1, threshold = 0.2, density = 0.3, density_error = 0.4, f_t = 1.5;
   global_error = 0.6;
   k_total = 17, k_unique = 19, padded_elements = 23, own_partition = 29, own_candidates = 31;
-  fused = 37, non_finite = 41;
+  fused = 37, non_finite = 41, step_scale = 0.7;
   k_per_worker = {101, 102, 103}, alloc_per_worker = {2, 0}, blocks_per_partition = {201};
   auto& [counts, indices, allreduce, broadcast, alltoall, padded, collectives] = bytes;
   counts = 1001, indices = 1002, allreduce = 1003, broadcast = 1004, alltoall = 1005;
@@ -58,6 +59,7 @@ TEST(StepStatsFields, ColumnsAreTheMembersUnderTheirNames) {
       {"global_error", {d, 0.6}},
       {"own_partition", {i, std::int64_t{29}}},
       {"own_candidates", {i, std::int64_t{31}}},
+      {"step_scale", {d, 0.7}},
       {"fused", {i, std::int64_t{37}}},
       {"non_finite", {i, std::int64_t{41}}},
       {"bytes_allgather_counts", {i, std::int64_t{1001}}},
