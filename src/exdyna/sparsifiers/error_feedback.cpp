@@ -86,13 +86,16 @@ void ErrorFeedback::scatter(std::span<float> grad, int world_size) {
     residual_[i] = fmt == core::ValueFormat::kFp32 ? 0.0f : keep(residual_[i]);
 }
 
-// The update times s < 1, where it is not zero (the residual is left as scatter set it).
-void ErrorFeedback::scale_update(std::span<float> grad, float s) const {
+// The update rewritten as s times the mean, where it is not zero (the residual is left as
+// scatter set it); written from the values, so an index listed twice is not scaled twice.
+void ErrorFeedback::scale_update(std::span<float> grad, float s, int world_size) const {
+  const float scale = s / static_cast<float>(world_size);
   if (result_.dense) {
-    for (auto& g : grad) g *= s;
+    for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = result_.values[i] * scale;
     return;
   }
-  for (const Index i : result_.indices) grad[i] *= s;
+  for (std::size_t j = 0; j < result_.indices.size(); ++j)
+    grad[result_.indices[j]] = result_.values[j] * scale;
 }
 
 // Ok-Topk's partial result: where this worker's acc went in (empty for the others).
@@ -168,7 +171,7 @@ StepStats ErrorFeedback::step(std::span<float> grad, comm::Communicator& comm) {
   scatter(grad, comm.size());
   const double s = step_clip_scale(result_.values, 1.0 / comm.size(), conv.step_clip);
   stats.step_scale = s;
-  if (s < 1) scale_update(grad, static_cast<float>(s));
+  if (s < 1) scale_update(grad, static_cast<float>(s), comm.size());
   momentum_.mask(result_);
   stats.times.update = sw.lap();
   if (stats.k_per_worker.empty())

@@ -67,7 +67,7 @@ class ErrorFeedback {
   void check_finite(std::span<const float> grad, int rank) const;
   StepStats skipped(std::span<float> grad, StepStats& stats, const comm::ByteCounts& flag_bytes);
   void scatter(std::span<float> grad, int world_size);
-  void scale_update(std::span<float> grad, float s) const;
+  void scale_update(std::span<float> grad, float s, int world_size) const;
   std::span<const Index> sent_only_here() const;
 
   std::unique_ptr<Sparsifier> sparsifier_;
