@@ -10,6 +10,7 @@ import torch
 import conventions_ranks
 import exdyna
 import exdyna.ddp
+import exdyna.fsdp
 import exdyna.log
 import ranks
 
@@ -43,7 +44,7 @@ def _public_members(obj):
             yield name, member
 
 
-@pytest.mark.parametrize("module", [exdyna, exdyna.ddp, exdyna.log])
+@pytest.mark.parametrize("module", [exdyna, exdyna.ddp, exdyna.fsdp, exdyna.log])
 def test_every_public_name_has_a_docstring(module):
     assert module.__doc__, module.__name__
     missing = []
