@@ -67,6 +67,17 @@ AUTO_WARMUP_STEPS = 100
 AUTO_STEP_CLIP = 1.0
 
 
+def _hook_options(options, density, cuda):
+    """The options a hook's sparsifier is made with: the given ones, Eq. 1's global error off
+    unless asked for (an all-reduce, and on the GPU two waits, per step on the path the training
+    waits for), and below AUTO_WARMUP_BELOW on CPU step_clip AUTO_STEP_CLIP unless given."""
+    options = {"measure_global_error": False, **options}
+    if (not cuda and "step_clip" not in options and isinstance(density, (int, float))
+            and density < AUTO_WARMUP_BELOW):
+        options["step_clip"] = AUTO_STEP_CLIP
+    return options
+
+
 def bucket_key(bucket):
     """(index, length, parameter shapes) of a DDP GradBucket, as text: the same on every rank and
     across restarts of the same model."""
@@ -231,12 +242,7 @@ class State:
 
     def _make(self, key=None, cuda=False):
         options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
-        if (not cuda and "step_clip" not in options and isinstance(self.target_density, (int, float))
-                and self.target_density < AUTO_WARMUP_BELOW):
-            options = {**options, "step_clip": AUTO_STEP_CLIP}
-        # Eq. 1's global error costs an all-reduce (and, on the GPU, two waits) per bucket step,
-        # on the path DDP waits for: off unless asked for.
-        options = {"measure_global_error": False, **options}
+        options = _hook_options(options, self.target_density, cuda)
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
     def sparse_bytes(self, n_g, world_size):

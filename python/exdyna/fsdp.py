@@ -133,11 +133,8 @@ class ReplicaState:
                 f"{dist.get_process_group_ranks(group)}; expected the same group")
 
     def _make(self, cuda):
-        """A sparsifier of the State's options (CPU buffers get ddp.State's auto step_clip)."""
-        options = {"measure_global_error": False, **self.options}
-        if (not cuda and "step_clip" not in options
-                and self.target_density < _ddp.AUTO_WARMUP_BELOW):
-            options["step_clip"] = _ddp.AUTO_STEP_CLIP
+        """A sparsifier of the State's options, with the DDP hook's defaults for its device."""
+        options = _ddp._hook_options(self.options, self.target_density, cuda)
         return Sparsifier(self.sparsifier, self.target_density, self._group, **options)
 
     def _unit(self, key, cuda):
