@@ -78,6 +78,22 @@ def _hook_options(options, density, cuda):
     return options
 
 
+def _count(totals, stats, dense_bytes):
+    """Adds one bucket (or unit) step's stats to the running totals of a State or ReplicaState:
+    steps, non_finite_steps, k_total and n_g_total (sparse steps), dense_steps, bytes_total and
+    dense_bytes_total."""
+    totals.steps += 1
+    if stats.get("non_finite"):
+        totals.non_finite_steps += 1
+    elif stats["mode"] == "sparse":
+        totals.k_total += stats["k_total"]
+        totals.n_g_total += stats["n_g"]
+    else:
+        totals.dense_steps += 1
+    totals.bytes_total += stats["bytes"]["total"]
+    totals.dense_bytes_total += dense_bytes
+
+
 def bucket_key(bucket):
     """(index, length, parameter shapes) of a DDP GradBucket, as text: the same on every rank and
     across restarts of the same model."""
@@ -415,16 +431,7 @@ class State:
         stats = dict(stats)
         stats.setdefault("mode", "sparse")
         self.stats[index] = stats
-        self.steps += 1
-        if stats.get("non_finite"):
-            self.non_finite_steps += 1
-        elif stats["mode"] == "sparse":
-            self.k_total += stats["k_total"]
-            self.n_g_total += stats["n_g"]
-        else:
-            self.dense_steps += 1
-        self.bytes_total += stats["bytes"]["total"]
-        self.dense_bytes_total += dense_bytes
+        _count(self, stats, dense_bytes)
 
     def compression_stats(self):
         """One line to log: bytes sent against DDP's dense all-reduce, the actual density against

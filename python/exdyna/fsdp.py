@@ -187,16 +187,7 @@ class ReplicaState:
 
     def _record(self, key, stats, dense_bytes):
         self.stats[key] = stats
-        self.steps += 1
-        if stats.get("non_finite"):
-            self.non_finite_steps += 1
-        elif stats["mode"] == "sparse":
-            self.k_total += stats["k_total"]
-            self.n_g_total += stats["n_g"]
-        else:
-            self.dense_steps += 1
-        self.bytes_total += stats["bytes"]["total"]
-        self.dense_bytes_total += dense_bytes
+        _ddp._count(self, stats, dense_bytes)
 
     def units(self):
         """The keys of the units reduced so far, sorted."""
@@ -249,7 +240,6 @@ class ReplicaState:
         for name, value in state.get("totals", {}).items():
             if name in self._TOTALS:
                 setattr(self, name, value)
-
 
     def dcp_state_dict(self):
         """This rank's state_dict() as one entry for torch.distributed.checkpoint, beside the
