@@ -35,11 +35,11 @@
 #include "exdyna/sparsifiers/error_feedback.hpp"
 #include "exdyna/sparsifiers/factory.hpp"
 #include "exdyna/sparsifiers/local_clipping.hpp"
-#include "exdyna/sparsifiers/step_clipping.hpp"
 #include "exdyna/sparsifiers/momentum_correction.hpp"
 #include "exdyna/sparsifiers/option_table.hpp"
 #include "exdyna/sparsifiers/registry.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
+#include "exdyna/sparsifiers/step_clipping.hpp"
 #include "exdyna/sparsifiers/step_stats.hpp"
 #include "exdyna/sparsifiers/step_stats_fields.hpp"
 
