@@ -94,6 +94,16 @@ def _count(totals, stats, dense_bytes):
     totals.dense_bytes_total += dense_bytes
 
 
+def _check_saved_config(state, owner, kind):
+    """ValueError when a saved state's sparsifier, density or options differ from owner's (a
+    State or ReplicaState, named kind in the message)."""
+    for field, mine in (("sparsifier", owner.sparsifier), ("density", owner.target_density),
+                        ("options", owner.options)):
+        if state.get(field) != mine:
+            raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
+                             f"{kind}'s {mine!r}")
+
+
 def bucket_key(bucket):
     """(index, length, parameter shapes) of a DDP GradBucket, as text: the same on every rank and
     across restarts of the same model."""
@@ -474,11 +484,7 @@ class State:
             raise ValueError(f"state {type(state).__name__} is not an exdyna.ddp.State "
                              "state_dict() or group_state_dict() (expected a dict with format "
                              "'exdyna.ddp.State' or 'exdyna.ddp.State/group')")
-        for field, mine in (("sparsifier", self.sparsifier), ("density", self.target_density),
-                            ("options", self.options)):
-            if state.get(field) != mine:
-                raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
-                                 f"State's {mine!r}")
+        _check_saved_config(state, self, "State")
         self._drain()
         self._reset()
         if state["format"] == "exdyna.ddp.State/group":

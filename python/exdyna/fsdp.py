@@ -229,11 +229,7 @@ class ReplicaState:
             raise ValueError(f"state {type(state).__name__} is not an exdyna.fsdp.ReplicaState "
                              "state_dict() (expected a dict with format "
                              "'exdyna.fsdp.ReplicaState')")
-        for field, mine in (("sparsifier", self.sparsifier), ("density", self.target_density),
-                            ("options", self.options)):
-            if state.get(field) != mine:
-                raise ValueError(f"state_dict {field} {state.get(field)!r} does not match this "
-                                 f"ReplicaState's {mine!r}")
+        _ddp._check_saved_config(state, self, "ReplicaState")
         self._reset()
         self._loaded = dict(state["units"])
         self._calls = dict(state.get("calls", {}))
