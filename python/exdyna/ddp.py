@@ -62,17 +62,17 @@ __all__ = ["State", "hook", "bucket_key"]
 # lags"); above it nothing diverged, and the default keeps d from the first step.
 AUTO_WARMUP_BELOW = 0.005
 AUTO_WARMUP_STEPS = 100
-# Below it CPU buckets also clip each update's norm (step_clip, unless given): without it 3 of 7
-# seeds of that CNN still collapsed after the 100-step warm-up. The device path has no step_clip.
+# Below it the buckets also clip each update's norm (step_clip, unless given): without it 3 of 7
+# seeds of that CNN still collapsed after the 100-step warm-up.
 AUTO_STEP_CLIP = 1.0
 
 
-def _hook_options(options, density, cuda):
+def _hook_options(options, density):
     """The options a hook's sparsifier is made with: the given ones, Eq. 1's global error off
     unless asked for (an all-reduce, and on the GPU two waits, per step on the path the training
-    waits for), and below AUTO_WARMUP_BELOW on CPU step_clip AUTO_STEP_CLIP unless given."""
+    waits for), and below AUTO_WARMUP_BELOW step_clip AUTO_STEP_CLIP unless given."""
     options = {"measure_global_error": False, **options}
-    if (not cuda and "step_clip" not in options and isinstance(density, (int, float))
+    if ("step_clip" not in options and isinstance(density, (int, float))
             and density < AUTO_WARMUP_BELOW):
         options["step_clip"] = AUTO_STEP_CLIP
     return options
@@ -135,9 +135,8 @@ class State:
     warmup_steps: below d = 0.005 it defaults to 100 (AUTO_WARMUP_STEPS): the first 100 steps of
     each bucket run at densities from warmup_start (0.25) down to d, which keeps d = 0.001 from
     diverging; pass warmup_steps=0 for none, or another count (about 10 % of a short run).
-    step_clip: below d = 0.005 CPU buckets default to 1.0 (AUTO_STEP_CLIP): each bucket's update
-    is scaled to an L2 norm of at most 1, the rest dropped (stale mass; the GPU path has none);
-    pass step_clip=0 for none.
+    step_clip: below d = 0.005 it defaults to 1.0 (AUTO_STEP_CLIP): each bucket's update is
+    scaled to an L2 norm of at most 1, the rest dropped (stale mass); pass step_clip=0 for none.
     optimizer: with momentum_correction=m (DGC's: the buckets accumulate the velocity, masked
     where sent, so the update carries the momentum), the optimizer is checked here: one that
     applies momentum again is refused (ValueError); without it, a warning says what to check.
@@ -266,9 +265,9 @@ class State:
             self._group = _resolve_group(None)
         return self._group
 
-    def _make(self, key=None, cuda=False):
+    def _make(self, key=None):
         options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
-        options = _hook_options(options, self.target_density, cuda)
+        options = _hook_options(options, self.target_density)
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
     def sparse_bytes(self, n_g, world_size):
@@ -302,10 +301,10 @@ class State:
             return "small"
         return None
 
-    def _bucket_sparsifier(self, key, layout=None, cuda=False):
+    def _bucket_sparsifier(self, key, layout=None):
         """The sparsifier of the bucket with this key (see bucket_key), created on first use.
         layout: [(parameter data_ptr, offset, numel)] of the bucket, to carry residuals over when
-        DDP re-lays out its buckets; cuda: the bucket's tensors are on a GPU."""
+        DDP re-lays out its buckets."""
         self._seen.add(key)
         sp = self._buckets.get(key)
         if sp is None:
@@ -314,12 +313,12 @@ class State:
                 if (self.sparsifier == "exdyna" and threshold is not None
                         and math.isfinite(threshold) and threshold > 0):
                     self._bucket_options[key] = {"initial_threshold": float(threshold)}
-                sp = self._make(key, cuda)
+                sp = self._make(key)
                 sp.set_residual(mean)
                 if velocity is not None:
                     sp.set_velocity(velocity)
             else:
-                sp = self._make(key, cuda)
+                sp = self._make(key)
             if key in self._loaded:
                 sp.load_state_dict({"state": self._loaded.pop(key)})
             elif layout is not None:
@@ -617,8 +616,7 @@ def hook(state, bucket):
     group = state.process_group
     world = group.size()
     mode = state._dense_mode(buf.numel(), world, buf.element_size())
-    sp = None if mode else state._bucket_sparsifier(bucket_key(bucket), _layout(bucket),
-                                                         buf.is_cuda)
+    sp = None if mode else state._bucket_sparsifier(bucket_key(bucket), _layout(bucket))
     index, iteration, last = bucket.index(), state.iter, bucket.is_last()
     if last:
         state._end_iteration()

@@ -75,8 +75,8 @@ class ReplicaState:
                  min_compression_rate=2.0, **options)
 
     sparsifier, density, options: exdyna.Sparsifier's, with exdyna.ddp.State's defaults
-    (non_finite="skip", measure_global_error=False, the density warm-up and, on CPU, step_clip
-    below d = 0.005); a bad value raises ValueError here. replicate_group: the process group of
+    (non_finite="skip", measure_global_error=False, the density warm-up and step_clip below
+    d = 0.005); a bad value raises ValueError here. replicate_group: the process group of
     this rank's replicas (mesh.get_group("replicate")); None: register(mesh=...) sets it.
     start_iter: each unit's first start_iter reductions are dense (divide by the replicas, sum);
     min_compression_rate: a unit whose sparse exchange would not be that many times smaller than
@@ -132,16 +132,16 @@ class ReplicaState:
                 f"{dist.get_process_group_ranks(self._group)}, the mesh's 'replicate' dimension "
                 f"{dist.get_process_group_ranks(group)}; expected the same group")
 
-    def _make(self, cuda):
+    def _make(self):
         """A sparsifier of the State's options, with the DDP hook's defaults for its device."""
-        options = _ddp._hook_options(self.options, self.target_density, cuda)
+        options = _ddp._hook_options(self.options, self.target_density)
         return Sparsifier(self.sparsifier, self.target_density, self._group, **options)
 
-    def _unit(self, key, cuda):
+    def _unit(self, key):
         """The unit's sparsifier, made (and given its loaded state) at first use."""
         sp = self._units.get(key)
         if sp is None:
-            sp = self._units[key] = self._make(cuda)
+            sp = self._units[key] = self._make()
             if key in self._loaded:
                 sp.load_state_dict({"state": self._loaded.pop(key)})
         return sp
@@ -172,7 +172,7 @@ class ReplicaState:
         mode = self._mode(key, flat, world)
         dense_bytes = flat.numel() * flat.element_size()
         if mode is None:
-            sp = self._unit(key, flat.is_cuda)
+            sp = self._unit(key)
             sp.step(flat, in_place=True)  # synchronous: FSDP reads flat when the hook returns
             stats = dict(sp.stats, mode="sparse")
         else:

@@ -338,6 +338,16 @@ void check_reductions(dev::Workspace& ws, const std::vector<float>& residual,
       fail(str(where, " max_abs: cpu ", fstr(cpu_max), ", gpu ", fstr(gpu_max)));
     ++g_checks;
 
+    // sum_squares: step_clip's norm (another summation order: equal to rounding)
+    double cpu_sq = 0;
+    for (const float v : r) cpu_sq += static_cast<double>(v) * v;
+    const double gpu_sq = dev::sum_squares(ws, d_r.data() + shift, static_cast<std::int64_t>(m));
+    const bool sq_close = std::isfinite(cpu_sq)
+                              ? std::fabs(cpu_sq - gpu_sq) <= 1e-12 * cpu_sq + 1e-300
+                              : std::isnan(cpu_sq) == std::isnan(gpu_sq) && !std::isfinite(gpu_sq);
+    if (!sq_close) fail(str(where, " sum_squares: cpu ", cpu_sq, ", gpu ", gpu_sq));
+    ++g_checks;
+
     for (const bool want_sq : {true, false}) {
       std::vector<float> cr = r;
       dev::copy_to_device(ws, d_r.data() + shift, r.data(), m * sizeof(float));
@@ -554,7 +564,7 @@ int main(int argc, char** argv) {
       if (dev::select_threshold(ws, nullptr, 0, 0.0f, 0, out.data()) != 0 ||
           dev::ladder_count(ws, nullptr, 0, grid, bins.data()) != 0 ||
           dev::take_cut(ws, nullptr, 0, 0, grid, 3, 0, out.data()) != 0 ||
-          dev::max_abs(ws, nullptr, 0) != 0.0f ||
+          dev::max_abs(ws, nullptr, 0) != 0.0f || dev::sum_squares(ws, nullptr, 0) != 0.0 ||
           dev::accumulate(ws, nullptr, nullptr, 0, true).first_bad != -1)
         fail("empty inputs");
       for (auto b : bins)

@@ -58,7 +58,7 @@ def test_below_the_auto_density_the_state_warms_up_by_default(one_rank):
     assert exdyna.ddp.State(density=0.001, warmup_steps=0).options["warmup_steps"] == 0
 
 
-def test_below_the_auto_density_cpu_buckets_clip_the_step_by_default(one_rank):
+def test_below_the_auto_density_the_buckets_clip_the_step_by_default(one_rank):
     grad = torch.full((20000,), 3.0)  # every value sent at d = 0.001 (k = 20): update norm 13.4
     state = exdyna.ddp.State(density=0.001, warmup_steps=0)
     update = state._bucket_sparsifier("0:20000:20000").step(grad.clone())
@@ -66,7 +66,5 @@ def test_below_the_auto_density_cpu_buckets_clip_the_step_by_default(one_rank):
     assert state._bucket_sparsifier("0:20000:20000").stats["step_scale"] < 0.1
     unclipped = exdyna.ddp.State(density=0.001, warmup_steps=0, step_clip=0)
     assert float(unclipped._bucket_sparsifier("k").step(grad.clone()).norm()) > 13
-    # CUDA buckets: the device path has no step clipping, so the default leaves them alone.
-    assert "step_clip" not in state._make("k", cuda=True)._options
     assert state._make("k")._options["step_clip"] == exdyna.ddp.AUTO_STEP_CLIP
     assert "step_clip" not in exdyna.ddp.State(density=0.01)._make("k")._options

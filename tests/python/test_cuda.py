@@ -146,9 +146,32 @@ def test_density_warm_up_on_cuda_equals_the_cpu_twin(nccl_one):
         cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"warm-up, iteration {t}")
         cuda_ranks.compare_updates(cpu_update, update, f"warm-up, iteration {t}")
     assert gpu.stats["target_density"] == DENSITY
-    with pytest.raises(ValueError, match="momentum_correction, local_clip and step_clip run on CPU"):
+    with pytest.raises(ValueError, match="momentum_correction and local_clip run on CPU"):
         exdyna.Sparsifier("exdyna", DENSITY, momentum_correction=0.9).step(
             torch.ones(10_000, device="cuda"))
+
+
+@needs_gpu
+def test_step_clip_on_cuda_equals_the_cpu_twin(nccl_one):
+    """step_clip on the device as on the host: the same support, the update's norm at the clip,
+    the same scale (the squares are summed in another order there: equal to rounding), and the
+    clipped part dropped from the residual on both."""
+    n, clip = 400_003, 0.5
+    gpu = exdyna.Sparsifier("exdyna", DENSITY, step_clip=clip)
+    cpu = exdyna.Sparsifier("exdyna", DENSITY, process_group=nccl_one, step_clip=clip)
+    clipped = 0
+    for t in range(5):
+        grad = cuda_ranks.heavy_gradient(0, t, n)
+        update, cpu_update = gpu.step(grad.cuda()), cpu.step(grad)
+        assert gpu.stats["step_scale"] == pytest.approx(cpu.stats["step_scale"], rel=1e-6)
+        clipped += cpu.stats["step_scale"] < 1
+        cuda_ranks.compare_decisions(cpu.stats, gpu.stats, f"step_clip, iteration {t}")
+        got = update.cpu()
+        assert torch.equal(got != 0, cpu_update != 0), f"step_clip, iteration {t}: support"
+        torch.testing.assert_close(got, cpu_update, rtol=1e-6, atol=0)
+        assert float(got.norm()) <= clip * (1 + 1e-5)
+        torch.testing.assert_close(gpu.residual().cpu(), cpu.residual(), rtol=0, atol=0)
+    assert clipped > 0, "the heavy gradient's updates should exceed the clip"
 
 
 @needs_gpu

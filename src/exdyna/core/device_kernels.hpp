@@ -123,6 +123,10 @@ AccumulateResult accumulate(Workspace&, float* d_residual, const float* d_grad, 
 // wins over every number, as on the CPU). Synchronizes.
 float max_abs(Workspace&, const float* d_x, std::int64_t n);
 
+// The sum of x[i]^2, each square and the sum in double (step_clip_scale's, summed in another
+// order: equal to rounding only; deterministic for a given device). Synchronizes.
+double sum_squares(Workspace&, const float* d_x, std::int64_t n);
+
 // out[j] = x[idx[j]] for j < m.
 void gather(Workspace&, const float* d_x, const std::uint32_t* d_idx, std::int64_t m, float* d_out);
 

@@ -1,8 +1,8 @@
-// device_kernels.hpp: core::accumulate and core::max_abs on the device (reductions.cpp's
-// counterparts). One read pass each (accumulate also writes acc), float4 where the pointers allow,
-// grid-stride over one wave of blocks. accumulate's sum is deterministic for a given device: each
-// thread sums in double in a fixed order, each block reduces in a fixed tree, and the host adds the
-// blocks' partial sums in block order.
+// device_kernels.hpp: core::accumulate, core::max_abs and the sum of squares on the device
+// (reductions.cpp's and step_clipping.cpp's counterparts). One read pass each (accumulate also
+// writes acc), float4 where the pointers allow, grid-stride over one wave of blocks. accumulate's
+// sum is deterministic for a given device: each thread sums in double in a fixed order, each block
+// reduces in a fixed tree, and the host adds the blocks' partial sums in block order.
 #include <cuda_runtime.h>
 
 #include <cub/block/block_reduce.cuh>
@@ -143,6 +143,31 @@ __global__ __launch_bounds__(kThreads) void max_abs_kernel(const float* __restri
   if (threadIdx.x == 0 && block_max != 0) atomicMax(out, static_cast<unsigned int>(block_max));
 }
 
+template <bool kVec>
+__global__ __launch_bounds__(kThreads) void sum_squares_kernel(const float* __restrict__ x,
+                                                               std::uint64_t n,
+                                                               double* __restrict__ partials) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  const std::uint64_t t = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
+  double sq = 0;
+  std::uint64_t tail_from = 0;
+  if constexpr (kVec) {
+    const std::uint64_t nv = n / 4;
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    for (std::uint64_t v = t; v < nv; v += stride) {
+      const float4 a = x4[v];
+      sq += static_cast<double>(a.x) * a.x + static_cast<double>(a.y) * a.y +
+            static_cast<double>(a.z) * a.z + static_cast<double>(a.w) * a.w;
+    }
+    tail_from = 4 * nv;
+  }
+  for (std::uint64_t i = tail_from + t; i < n; i += stride) sq += static_cast<double>(x[i]) * x[i];
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const double block_sq = Reduce(tmp).Sum(sq);
+  if (threadIdx.x == 0) partials[blockIdx.x] = block_sq;
+}
+
 }  // namespace
 
 AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_grad, std::int64_t n,
@@ -204,6 +229,30 @@ float max_abs(Workspace& ws, const float* d_x, std::int64_t n) {
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_max, sizeof(unsigned int), cudaMemcpyDeviceToHost, w.stream));
   w.sync();
   return rules::float_of(h[0]);
+}
+
+double sum_squares(Workspace& ws, const float* d_x, std::int64_t n) {
+  check_size(n, "sum_squares");
+  if (n == 0) return 0.0;
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  const auto un = static_cast<std::uint64_t>(n);
+  const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
+  auto* d_partials = w.small.as<double>(blocks);
+  if (aligned16(d_x))
+    EXDYNA_CUDA_LAUNCH("sum_squares", sum_squares_kernel<true>
+                       <<<blocks, kThreads, 0, w.stream>>>(d_x, un, d_partials));
+  else
+    EXDYNA_CUDA_LAUNCH("sum_squares", sum_squares_kernel<false>
+                       <<<blocks, kThreads, 0, w.stream>>>(d_x, un, d_partials));
+  w.kernels_done();
+  auto* h = w.host.as<double>(blocks);
+  EXDYNA_CUDA(
+      cudaMemcpyAsync(h, d_partials, blocks * sizeof(double), cudaMemcpyDeviceToHost, w.stream));
+  w.sync();
+  double sq = 0;  // the blocks' partial sums in block order: the same sum every run
+  for (unsigned b = 0; b < blocks; ++b) sq += h[b];
+  return sq;
 }
 
 }  // namespace exdyna::core::device

@@ -51,7 +51,7 @@ struct ConvergenceOptions {
   double local_clip = 0;           // DGC's local clipping norm (> 0: on); each of N workers
                                    // clips its gradient to local_clip / sqrt(N)
   double step_clip = 0;            // the averaged update's L2 norm at most this (> 0: on), the
-                                   // rest kept in the residuals (step_clipping.hpp)
+                                   // part clipped off dropped (step_clipping.hpp)
   std::int64_t warmup_steps = 0;   // density warm-up over this many steps; 0: off
   double warmup_start = 0.25;      // the warm-up's first density (1: dense), down to d
   NonFinite non_finite = NonFinite::kRaise;

@@ -5,6 +5,7 @@
 #include "exdyna/core/timer.hpp"
 #include "exdyna/sparsifiers/device_error_feedback_testing.hpp"
 #include "exdyna/sparsifiers/non_finite_step.hpp"
+#include "exdyna/sparsifiers/step_clipping.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -17,11 +18,9 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
       opt_(opt),
       warmup_(opt_.convergence, opt_.density, opt_.remake) {
   EXDYNA_CHECK_ARG(sparsifier_ != nullptr, "error feedback needs a sparsifier");
-  EXDYNA_CHECK_ARG(opt_.convergence.momentum_correction == 0 && opt_.convergence.local_clip == 0 &&
-                       opt_.convergence.step_clip == 0,
-                   "momentum_correction, local_clip and step_clip run on CPU tensors only in this "
-                   "version; "
-                   "on CUDA tensors leave them at 0 (warmup_steps runs on both)");
+  EXDYNA_CHECK_ARG(opt_.convergence.momentum_correction == 0 && opt_.convergence.local_clip == 0,
+                   "momentum_correction and local_clip run on CPU tensors only in this version; "
+                   "on CUDA tensors leave them at 0 (warmup_steps and step_clip run on both)");
   EXDYNA_CHECK_ARG(sparsifier_->runs_on_device(), "sparsifier '", sparsifier_->name(),
                    "' with these options has no GPU path; on a CUDA gradient these run: exdyna "
                    "(controller paper or exact, values fp32), dense (values fp32)");
@@ -72,12 +71,21 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
   stats.bytes += flag_bytes;
   sw.lap();
 
-  const float inv_n = 1.0f / static_cast<float>(comm.size());
+  // step_clip's scale folds into the update's 1/n, and the residual at the sent indices is zeroed
+  // all the same: what the clip takes off is dropped, as on the CPU (step_clipping.hpp).
+  const std::int64_t sent = device_.dense() ? n_g_ : device_.gathered_count();
+  const double s = opt_.convergence.step_clip > 0
+                       ? step_clip_scale_of_squares(dev::sum_squares(ws_, device_.sums(), sent),
+                                                    1.0 / comm.size(), opt_.convergence.step_clip)
+                       : 1.0;
+  stats.step_scale = s;
+  const float n = static_cast<float>(comm.size());
+  const float scale = s < 1 ? static_cast<float>(s) / n : 1.0f / n;  // the CPU's rounding
   if (device_.dense())
-    dev::dense_update(ws_, grad, residual_.data(), device_.sums(), n_g_, inv_n);
+    dev::dense_update(ws_, grad, residual_.data(), device_.sums(), n_g_, scale);
   else
-    dev::scatter_update(ws_, grad, residual_.data(), n_g_, device_.gathered(), device_.sums(),
-                        device_.gathered_count(), inv_n);
+    dev::scatter_update(ws_, grad, residual_.data(), n_g_, device_.gathered(), device_.sums(), sent,
+                        scale);
   stats.times.update = sw.lap();
   ++iteration_;
   return stats;

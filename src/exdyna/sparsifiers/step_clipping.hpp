@@ -18,4 +18,7 @@ namespace exdyna::sparsifiers {
 // non-finite step is not clipped: skip and raise handle it).
 double step_clip_scale(std::span<const float> summed_values, double inv_n, double clip);
 
+// The same from the sum of the summed values' squares (the device path sums them on the GPU).
+double step_clip_scale_of_squares(double summed_sq, double inv_n, double clip);
+
 }  // namespace exdyna::sparsifiers
