@@ -27,11 +27,12 @@ older torch (Debian's 1.13); register() raises ImportError there, and available(
 
 import functools
 import io
+import math
 
 import torch
 import torch.distributed as dist
 
-from . import Sparsifier, _STEP_DTYPES
+from . import Sparsifier, _STEP_DTYPES, _backend
 from . import ddp as _ddp
 
 __all__ = ["ReplicaState", "register", "available", "MIN_TORCH"]
@@ -88,7 +89,9 @@ class ReplicaState:
     and running totals: iter (reductions of the most reduced unit), steps, dense_steps,
     non_finite_steps, k_total, n_g_total, bytes_total (what this rank sent across the replicas,
     as the communicator counts it), dense_bytes_total (what a dense all-reduce of the same
-    buffers would have sent). state_dict() is this rank's (residuals differ on every rank).
+    buffers would have sent). state_dict() is this rank's (residuals differ on every rank);
+    dcp_state_dict() is the shard's, for torch.distributed.checkpoint, and resumes at the same
+    replica count bit for bit and at another from the replicas' mean residual.
     """
 
     def __init__(self, sparsifier="exdyna", density=0.01, replicate_group=None, *, start_iter=0,
@@ -103,11 +106,16 @@ class ReplicaState:
         self.start_iter = start_iter
         self.min_compression_rate = float(min_compression_rate)
         self._group = replicate_group
+        self._position = None  # (shard index, shard count) of register()'s mesh
         self._reset()
 
     def _reset(self):
         self._units = {}   # key -> Sparsifier
         self._loaded = {}  # key -> saved state bytes, until the unit's first reduction
+        # key -> (mean residual, threshold, mean velocity) of a checkpoint saved at another
+        # replica count, until the unit's first reduction
+        self._group_loaded = {}
+        self._unit_options = {}  # key -> options beyond the State's (a carried threshold)
         self._calls = {}   # key -> reductions so far (start_iter counts them per unit)
         self.stats = {}
         self.iter = self.steps = self.dense_steps = self.non_finite_steps = 0
@@ -132,19 +140,48 @@ class ReplicaState:
                 f"{dist.get_process_group_ranks(self._group)}, the mesh's 'replicate' dimension "
                 f"{dist.get_process_group_ranks(group)}; expected the same group")
 
-    def _make(self):
-        """A sparsifier of the State's options, with the DDP hook's defaults for its device."""
-        options = _ddp._hook_options(self.options, self.target_density)
+    def _make(self, key=None):
+        """A sparsifier of the State's options (and the unit's own), with the DDP hook's
+        defaults."""
+        options = _ddp._hook_options({**self.options, **self._unit_options.get(key, {})},
+                                     self.target_density)
         return Sparsifier(self.sparsifier, self.target_density, self._group, **options)
+
+    def _pending(self, key):
+        """A new sparsifier for the unit with what was loaded for it: its saved state, or the
+        mean residual (and velocity) and threshold of a checkpoint of another replica count."""
+        if key in self._group_loaded:
+            mean, threshold, velocity = self._group_loaded[key]
+            # ExDyna starts from the saved threshold; the other sparsifiers carry none
+            if (self.sparsifier == "exdyna" and threshold is not None
+                    and math.isfinite(threshold) and threshold > 0):
+                self._unit_options[key] = {"initial_threshold": float(threshold)}
+            sp = self._make(key)
+            sp.set_residual(mean)
+            if velocity is not None:
+                sp.set_velocity(velocity)
+            return sp
+        sp = self._make(key)
+        if key in self._loaded:
+            sp.load_state_dict({"state": self._loaded[key]})
+        return sp
 
     def _unit(self, key):
         """The unit's sparsifier, made (and given its loaded state) at first use."""
         sp = self._units.get(key)
         if sp is None:
-            sp = self._units[key] = self._make()
-            if key in self._loaded:
-                sp.load_state_dict({"state": self._loaded.pop(key)})
+            sp = self._units[key] = self._pending(key)
+            self._loaded.pop(key, None)
+            self._group_loaded.pop(key, None)
         return sp
+
+    def residual(self, key):
+        """A copy of the unit's error-feedback residual (before its first reduction: what a
+        loaded checkpoint gave it); None for a unit neither reduced nor loaded. key: units()'."""
+        sp = self._units.get(key)
+        if sp is None and (key in self._loaded or key in self._group_loaded):
+            sp = self._pending(key)
+        return None if sp is None else sp.residual()
 
     def _mode(self, key, flat, world):
         """None (sparse), "dense" (start_iter) or "small" (under min_compression_rate)."""
@@ -214,11 +251,14 @@ class ReplicaState:
         iteration), the reduction counts and the totals. The residuals differ on every rank, so
         save it under a per-rank key (see load_state_dict)."""
         units = dict(self._loaded)
+        for key in self._group_loaded:
+            units[key] = self._pending(key).state_dict()["state"]
         for key, sp in self._units.items():
             units[key] = sp.state_dict()["state"]
         return {"format": "exdyna.fsdp.ReplicaState", "sparsifier": self.sparsifier,
                 "density": self.target_density, "options": dict(self.options),
-                "units": units, "calls": dict(self._calls),
+                "units": units, "unit_options": dict(self._unit_options),
+                "calls": dict(self._calls),
                 "totals": {name: getattr(self, name) for name in self._TOTALS}}
 
     def load_state_dict(self, state):
@@ -232,30 +272,120 @@ class ReplicaState:
         _ddp._check_saved_config(state, self, "ReplicaState")
         self._reset()
         self._loaded = dict(state["units"])
+        # a unit's carried threshold is one of its options, which its saved state must match
+        self._unit_options = dict(state.get("unit_options", {}))
+        self._restore_counts(state)
+
+    def _restore_counts(self, state):
         self._calls = dict(state.get("calls", {}))
         for name, value in state.get("totals", {}).items():
             if name in self._TOTALS:
                 setattr(self, name, value)
 
+    # --- torch.distributed.checkpoint ---------------------------------------------------------
+
+    def _set_position(self, mesh):
+        """Keeps this rank's shard index and the shard count of register()'s mesh."""
+        names = tuple(mesh.mesh_dim_names or ())
+        if "shard" in names:
+            self._position = (mesh.get_local_rank("shard"), mesh["shard"].size())
+
+    def _shard_position(self):
+        """(shard index, shard count): register()'s mesh's, else (without a 'shard' dimension)
+        the lowest global rank of the replicate group and world / replicas, which are the same
+        for an (R, S) mesh's row-major layout."""
+        if self._group is None:
+            raise ValueError("ReplicaState has no replicate_group: pass replicate_group= or "
+                             "register(model, state, mesh=mesh) before checkpointing")
+        if self._position is not None:
+            return self._position
+        return (min(dist.get_process_group_ranks(self._group)),
+                dist.get_world_size() // self._group.size())
+
+    def _replica_mean(self, tensor):
+        total = tensor.to("cuda") if _backend(self._group) == "nccl" else tensor.clone()
+        dist.all_reduce(total, group=self._group)
+        return (total / self._group.size()).cpu()
+
+    def _replica_means(self, thresholds):
+        """Per unit (sorted keys: the same collectives on every replica): the mean residual (and
+        velocity) over the replicate group, and the threshold thresholds gives it."""
+        units = {}
+        for key in sorted(set(self._units) | set(self._loaded) | set(self._group_loaded)):
+            sp = self._units[key] if key in self._units else self._pending(key)
+            r = sp.residual()
+            r = torch.zeros(int(key.rsplit(":", 1)[1]), dtype=torch.float32) if r is None else r
+            velocity = None
+            if self.options.get("momentum_correction", 0):
+                v = sp.velocity()
+                velocity = self._replica_mean(torch.zeros_like(r) if v is None else v)
+            units[key] = {"mean_residual": self._replica_mean(r), "mean_velocity": velocity,
+                          "threshold": thresholds.get(key)}
+        return units
+
+    def _thresholds(self):
+        """Each unit's last threshold (a loaded one's carried threshold; None when unknown)."""
+        out = {key: t for key, (_, t, _) in self._group_loaded.items()}
+        for key, sp in self._units.items():
+            stats = sp.stats
+            out[key] = (stats["threshold"] if stats else
+                        self._unit_options.get(key, {}).get("initial_threshold"))
+        return out
+
     def dcp_state_dict(self):
-        """This rank's state_dict() as one entry for torch.distributed.checkpoint, beside the
-        model's and optimizer's: {"rank<global rank>": bytes}. A key per rank, since DCP keeps
-        one copy of equal keys and the residuals differ on every rank; bytes, since DCP would
-        flatten a dict into keys that a fresh State's template for dcp.load lacks. Pass a fresh
-        State's dcp_state_dict() to dcp.load as the template, then load_dcp_state_dict() it."""
+        """This rank's entry for torch.distributed.checkpoint, beside the model's and the
+        optimizer's: {"shard<s>": bytes}, s this rank's shard index. A collective over the
+        replicate group (every rank calls it after the same step): the bytes hold every
+        replica's state_dict() (a resume at the same replica count takes its own: bit for bit)
+        and per unit the replicas' mean residual and replica 0's last threshold (a resume at
+        another replica count starts every replica from them, as exdyna.ddp.State's
+        group_state_dict does). The replicas of a shard hold the same entry, of which DCP keeps
+        one copy; bytes, since DCP would flatten a dict into keys that a fresh State's template
+        lacks. Pass a fresh State's dcp_state_dict() (on the new mesh) to dcp.load as the
+        template, then load_dcp_state_dict() it."""
+        shard, shards = self._shard_position()
+        states = [None] * self._group.size()
+        dist.all_gather_object(states, (self.state_dict(), self._thresholds()), group=self._group)
+        entry = {"format": "exdyna.fsdp.ReplicaState/shard", "sparsifier": self.sparsifier,
+                 "density": self.target_density, "options": dict(self.options),
+                 "shard": shard, "shards": shards, "replicas": len(states),
+                 "ranks": [s for s, _ in states], "units": self._replica_means(states[0][1])}
         buf = io.BytesIO()
-        torch.save(self.state_dict(), buf)
-        return {f"rank{dist.get_rank()}": buf.getvalue()}
+        torch.save(entry, buf)
+        return {f"shard{shard}": buf.getvalue()}
 
     def load_dcp_state_dict(self, entry):
-        """Restores what dcp_state_dict() saved for this rank (the same global rank);
-        ValueError when this rank's key is missing (a checkpoint of another world size)."""
-        key = f"rank{dist.get_rank()}"
+        """Restores what dcp_state_dict() saved for this rank's shard index: at the same replica
+        count this replica's own state (bit for bit); at another, every unit's mean residual
+        (and velocity) and threshold, the partitions and the other sparsifiers' state afresh.
+        ValueError when the shard's key is missing, or for a checkpoint of another shard count
+        (each unit's flat shard differs: FSDP2 reshards parameters, not this state)."""
+        shard, shards = self._shard_position()
+        saved = self._saved_shard(entry, f"shard{shard}")
+        if saved["shards"] != shards:
+            raise ValueError(f"the checkpoint was saved at {saved['shards']} shards per replica, "
+                             f"this mesh has {shards}; exdyna.fsdp resumes at another replica "
+                             "count, not another shard count (each unit's flat shard differs)")
+        if saved["replicas"] == self._group.size():
+            self.load_state_dict(saved["ranks"][dist.get_rank(self._group)])
+            return
+        _ddp._check_saved_config(saved, self, "ReplicaState")
+        self._reset()
+        self._group_loaded = {key: (u["mean_residual"], u["threshold"], u.get("mean_velocity"))
+                              for key, u in saved["units"].items()}
+        self._restore_counts(saved["ranks"][0])
+
+    @staticmethod
+    def _saved_shard(entry, key):
         if not isinstance(entry, dict) or not isinstance(entry.get(key), bytes):
             raise ValueError(f"entry has no bytes under {key!r} (keys "
                              f"{sorted(entry) if isinstance(entry, dict) else type(entry)}); "
-                             "expected a dcp_state_dict() saved at the same world size")
-        self.load_state_dict(torch.load(io.BytesIO(entry[key]), weights_only=True))
+                             "expected a dcp_state_dict() saved on a mesh with this shard index")
+        saved = torch.load(io.BytesIO(entry[key]), weights_only=True)
+        if not isinstance(saved, dict) or saved.get("format") != "exdyna.fsdp.ReplicaState/shard":
+            raise ValueError(f"entry {key!r} is not an exdyna.fsdp.ReplicaState "
+                             "dcp_state_dict() (format 'exdyna.fsdp.ReplicaState/shard')")
+        return saved
 
 
 def _owned_parameters(module, fsdp_module_type):
@@ -300,6 +430,7 @@ def register(model, state, mesh=None):
         raise TypeError(f"state {type(state).__name__} is not an exdyna.fsdp.ReplicaState")
     if mesh is not None:
         state._set_group(_replicate_group(mesh))
+        state._set_position(mesh)
     if state.replicate_group is None:
         raise ValueError("no replicate group: pass ReplicaState(replicate_group=...) or "
                          "register(model, state, mesh=mesh)")

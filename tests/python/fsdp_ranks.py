@@ -18,9 +18,10 @@ R = 2  # replicas
 SMALL = dict(vocab=32, width=32, layers=1, seq=16)
 
 
-def mesh_2d(world):
+def mesh_2d(world, replicas=R):
     from torch.distributed.device_mesh import init_device_mesh
-    return init_device_mesh("cpu", (R, world // R), mesh_dim_names=("replicate", "shard"))
+    return init_device_mesh("cpu", (replicas, world // replicas),
+                            mesh_dim_names=("replicate", "shard"))
 
 
 def model_on(mesh, mode, sizes=SMALL, **state_options):
@@ -215,4 +216,78 @@ def bad_input(rank, world):
     raises(ValueError, ["not an exdyna.fsdp.ReplicaState"], state.load_state_dict, {})
     other = exdyna.fsdp.ReplicaState(density=0.02).state_dict()
     raises(ValueError, ["density 0.02"], state.load_state_dict, other)
-    raises(ValueError, [f"'rank{rank}'"], state.load_dcp_state_dict, {"rank99": b""})
+    raises(ValueError, [f"'shard{rank}'"], state.load_dcp_state_dict, {"shard99": b""})
+
+
+# --- resuming at another replica count ------------------------------------------------------------
+
+def replicas_save(rank, world, ckpt_dir, residuals_path):
+    """2 x 2: 4 steps at d = 0.05, then model, optimizer and ReplicaState through dcp.save; each
+    rank writes its units' residuals and thresholds beside, for replicas_resume's check."""
+    import torch.distributed.checkpoint as dcp
+    mesh = mesh_2d(world)
+    model, state = model_on(mesh, "exdyna", density=0.05)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    train(model, opt, rank, 0, 4)
+    assert state.units(), state.stats
+    dcp.save(_checkpointed(model, opt, state), checkpoint_id=ckpt_dir)
+    torch.save({"residuals": {key: state.residual(key) for key in state.units()},
+                "thresholds": {key: state.stats[key]["threshold"] for key in state.units()},
+                "iter": state.iter}, f"{residuals_path}.{rank}")
+
+
+def replicas_resume(rank, world, ckpt_dir, residuals_path, saved_world):
+    """Resumes replicas_save's checkpoint on a (world / S) x S mesh, S = 2 as saved: every unit
+    of this rank's shard starts from the mean of the saved replicas' residuals of that shard and
+    from replica 0's threshold, and the training goes on, the replicas equal."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    shards = 2
+    mesh = mesh_2d(world, world // shards)
+    model, state = model_on(mesh, "exdyna", density=0.05)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    loaded = _checkpointed(model, opt, state)
+    dcp.load(loaded, checkpoint_id=ckpt_dir)
+    set_state_dict(model, opt, model_state_dict=loaded["model"],
+                   optim_state_dict=loaded["optim"])
+    state.load_dcp_state_dict(loaded["exdyna"])
+    shard = rank % shards
+    saved = [torch.load(f"{residuals_path}.{r}") for r in range(shard, saved_world, shards)]
+    assert state.iter == saved[0]["iter"]
+    for key, first in saved[0]["residuals"].items():
+        expect = torch.stack([s["residuals"][key] for s in saved]).double().mean(0)
+        got = state.residual(key)
+        assert expect.abs().sum() > 0 and got.shape == expect.shape, key
+        assert torch.allclose(got.double(), expect, rtol=0, atol=1e-6 * float(expect.abs().max()))
+    train(model, opt, rank, 4, 5)
+    thresholds = saved[0]["thresholds"]
+    for key, stats in state.stats.items():
+        if stats["mode"] != "sparse":  # a unit too small to sparsify: no threshold
+            continue
+        # ExDyna started from the saved threshold, not a fresh start's 1 / (2 sqrt(k)) (the
+        # exact controller then moves it by its counts)
+        assert state._unit_options[key] == {"initial_threshold": thresholds[key]}, key
+        assert stats["world_size"] == world // shards and stats["iteration"] == 0, stats
+    train(model, opt, rank, 5, 7)
+    rep = mesh.get_group("replicate")
+    for i, p in enumerate(local_shards(model)):
+        assert torch.isfinite(p).all()
+        copies = [torch.empty_like(p) for _ in range(world // shards)]
+        dist.all_gather(copies, p, group=rep)
+        assert all(torch.equal(c, copies[0]) for c in copies), f"parameter {i} differs"
+
+
+def replicas_refuse_shards(rank, world, ckpt_dir):
+    """A checkpoint of 2 shards per replica on a mesh of 1: refused by name."""
+    import torch.distributed.checkpoint as dcp
+    mesh = mesh_2d(world, world)
+    _, state = model_on(mesh, "exdyna", density=0.05)
+    loaded = {"exdyna": state.dcp_state_dict()}
+    dcp.load(loaded, checkpoint_id=ckpt_dir)
+    try:
+        state.load_dcp_state_dict(loaded["exdyna"])
+    except ValueError as e:
+        assert "saved at 2 shards per replica, this mesh has 1" in str(e), str(e)
+        assert "not another shard count" in str(e), str(e)
+    else:
+        raise AssertionError("a checkpoint of another shard count was loaded")

@@ -71,6 +71,16 @@ def test_dcp_round_trip_continues_bit_for_bit(tmp_path):
 
 
 @needs_fsdp2
+def test_a_checkpoint_of_two_replicas_resumes_at_one(tmp_path):
+    import fsdp_ranks
+    ckpt, residuals = str(tmp_path / "ckpt"), str(tmp_path / "residuals")
+    _spawn(fsdp_ranks.replicas_save, tmp_path / "save", ckpt, residuals)
+    _spawn(fsdp_ranks.replicas_resume, tmp_path / "resume", ckpt, residuals, 4, world=2)
+    # 2 x 2 -> 2 x 1 keeps the replicas and halves the shards: refused by name
+    _spawn(fsdp_ranks.replicas_refuse_shards, tmp_path / "refuse", ckpt, world=2)
+
+
+@needs_fsdp2
 def test_two_by_two_run_learns_within_the_band_of_native_hsdp(tmp_path):
     import fsdp_ranks
     _spawn(fsdp_ranks.loss_band, tmp_path, 100, str(tmp_path / "out.json"), deadline_s=600)
