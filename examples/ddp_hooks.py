@@ -27,7 +27,13 @@ fp16_compress_hook, bf16_compress_hook), powersgd-rN (powerSGD_hook, rank N, err
 warm start, start_powerSGD_iter = 10 % of --steps as PowerSGDState's documentation advises, at
 least 2), exdyna-dX (exdyna.ddp.hook, State(density=X), the exact controller, overlapped, with
 the density warm-up over the same share of steps: warmup_steps = 10 % of --steps, at least 2),
-exdyna-sync-dX (the same with overlap=False).
+exdyna-sync-dX (the same with overlap=False). Hybrid sharding (HSDP, FSDP2; the transformer only,
+torch >= 2.7, torchrun --nproc_per_node P >= 2 ranks per node): the mesh is (nodes, P) with names
+("replicate", "shard"), so a node's ranks form the shard group and the replicas span the nodes;
+each of the model's 4 blocks is an FSDP unit, the root the fifth. hsdp (fully_shard on the 2-D
+mesh: FSDP2's own dense all-reduce across the replicas), hsdp-exdyna-dX (fully_shard on
+mesh["shard"] and exdyna.fsdp.ReplicaState(density=X), the exact controller and the warm-up of
+exdyna-dX, on the replicate dimension).
 
 The CSV (rank 0; one row per step): step, wall_s (training time so far, evaluation excluded),
 step_ms (forward, backward with the hook, optimizer), compute_ms (the median of --calibrate steps
@@ -35,7 +41,8 @@ run with DDP's no_sync(), i.e. without communication, before training), hook_ms 
 thread spent inside the hook's calls this step; 0 for allreduce, whose hook is DDP's C++ code),
 wait_ms (step_ms - compute_ms - hook_ms, at least 0: waiting for communication), bytes (what this
 rank handed to collectives this step: exdyna's communicator count, the dense payload for
-allreduce, fp16 and bf16, PowerSGD's P and Q and uncompressed tensors), loss, and at every
+allreduce, fp16 and bf16, PowerSGD's P and Q and uncompressed tensors; for the HSDP hooks only
+what crosses the replicas: the shards FSDP2 all-reduces, exdyna.fsdp's count), loss, and at every
 --eval-every step acc (the model's accuracy, in [0, 1]) and val_loss (its mean cross-entropy on the
 same held-out data: the LSTM's measure, whose accuracy stays near that of always predicting the
 commonest word for hundreds of steps). A run ends after --steps steps, or with --budget S at the
@@ -48,6 +55,7 @@ after it unrun; the driver records the failure and starts the rest again.
 
 import argparse
 import collections
+import contextlib
 import datetime
 import functools
 import glob
@@ -74,7 +82,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["cnn", "lstm", "transformer"], required=True)
     p.add_argument("--hook", action="append", required=True, help="allreduce, fp16, bf16, "
-                   "powersgd-rN, exdyna-dX, exdyna-sync-dX (repeated: run in turn)")
+                   "powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp, hsdp-exdyna-dX (repeated: run "
+                   "in turn)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--seed", type=int, default=0, help="the model's initial weights and every "
                    "rank's batches (0: the head-to-head's first seed)")
@@ -100,16 +109,39 @@ def parse_args(argv=None):
     a.batch = a.batch or (32 if a.model == "cnn" else 4)
     for h in a.hook:
         try:
-            parse_hook(h, a.steps)  # a bad name fails here, before any collective
+            kind, _ = parse_hook(h, a.steps)  # a bad name fails here, before any collective
         except ValueError as e:
             p.error(str(e))
+        if kind == "hsdp":
+            why = hsdp_unavailable(a.model)
+            if why:
+                p.error(f"--hook {h}: {why}")
     return a
 
 
+def hsdp_unavailable(model):
+    """Why an HSDP hook cannot run here ("" when it can): the model, the torch, the ranks."""
+    if model != "transformer":
+        return f"HSDP runs on the transformer (its blocks are the FSDP units), not --model {model}"
+    import exdyna.fsdp
+    if not exdyna.fsdp.available():
+        return exdyna.fsdp._missing()
+    if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) < 2:
+        return ("HSDP shards over a node's ranks; expected torchrun --nproc_per_node 2 or more "
+                f"(LOCAL_WORLD_SIZE is {os.environ.get('LOCAL_WORLD_SIZE', 'unset')})")
+    return ""
+
+
 def parse_hook(name, steps):
-    """(kind, parameter): ('allreduce', None), ('powersgd', rank), ('exdyna', (density, overlap))."""
+    """(kind, parameter): ('allreduce', None), ('powersgd', rank), ('exdyna', (density, overlap)),
+    ('hsdp', None) for native HSDP, ('hsdp', density) for exdyna.fsdp."""
     if name in ("allreduce", "fp16", "bf16"):
         return name, None
+    if name == "hsdp":
+        return "hsdp", None
+    m = re.fullmatch(r"hsdp-exdyna-d([0-9.e-]+)", name)
+    if m and 0 < float(m.group(1)) <= 1:
+        return "hsdp", float(m.group(1))
     m = re.fullmatch(r"powersgd-r([1-9][0-9]*)", name)
     if m:
         return "powersgd", int(m.group(1))
@@ -118,8 +150,9 @@ def parse_hook(name, steps):
         d = float(m.group(2))
         if 0 < d <= 1:
             return "exdyna", (d, m.group(1) is None)
-    raise ValueError(f"--hook '{name}' is not valid; expected allreduce, fp16, "
-                     "bf16, powersgd-rN, exdyna-dX or exdyna-sync-dX with 0 < X <= 1")
+    raise ValueError(f"--hook '{name}' is not valid; expected allreduce, fp16, bf16, "
+                     "powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp or hsdp-exdyna-dX with "
+                     "0 < X <= 1")
 
 
 class WordLstm(nn.Module):
@@ -239,9 +272,9 @@ class Task:
         self.net.train()
         return [float(hits), float(loss), float(y.numel())]
 
-    def clip(self):
+    def clip(self, model=None):
         if self.a.model != "cnn":
-            torch.nn.utils.clip_grad_norm_(self.net.parameters(),
+            torch.nn.utils.clip_grad_norm_((model or self.net).parameters(),
                                            0.25 if self.a.model == "lstm" else 1.0)
 
     def optimizer(self):
@@ -296,30 +329,123 @@ def register(model, kind, param, steps, n_params, clock):
     return per_step, meta, state
 
 
-def calibrate(model, task, opt, n):
+def calibrate(model, task, opt, n, no_sync):
     """Median ms of forward + backward (+ clipping) with no communication (DDP's no_sync)."""
     times = []
     for _ in range(n):
         b = task.batch()
         t0 = time.perf_counter()
-        with model.no_sync():
+        with no_sync():
             task.loss(model, b).backward()
-        task.clip()
+        task.clip(model)
         times.append(1e3 * (time.perf_counter() - t0))
         opt.zero_grad()
     return statistics.median(times)
 
 
-def train(a, hook, csv_path, rank, world):
+# --- hybrid sharding (HSDP) with FSDP2 ------------------------------------------------------------
+
+def hsdp_mesh():
+    """The 2-D mesh (nodes, ranks per node) named ("replicate", "shard"). torchrun's static
+    rendezvous numbers a node's ranks consecutively, so a row is one node's ranks (the shard
+    group, over loopback) and a column spans the nodes (a replica group, over the shaped links)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    shards = int(os.environ["LOCAL_WORLD_SIZE"])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    node = int(os.environ.get("GROUP_RANK", rank // shards))
+    if world % shards or rank // shards != node:
+        raise RuntimeError(f"rank {rank} of {world} runs on node {node} with {shards} ranks a "
+                           "node; expected node = rank // ranks per node (torchrun's static "
+                           "rendezvous)")
+    return init_device_mesh("cpu", (world // shards, shards), mesh_dim_names=("replicate", "shard"))
+
+
+def hsdp_shard(net, mesh, native):
+    """FSDP2 on each of the transformer's blocks and on the root: on the 2-D mesh (native HSDP)
+    or on the 1-D mesh["shard"] (exdyna.fsdp then does the replicate dimension)."""
+    from torch.distributed.fsdp import fully_shard
+    on = mesh if native else mesh["shard"]
+    for block in net.blocks.layers:
+        fully_shard(block, mesh=on)
+    return fully_shard(net, mesh=on)
+
+
+def hsdp_register(net, mesh, density, steps, clock):
+    """(bytes of a step, meta, state) of an HSDP run. Native (density None): an all-reduce hook
+    on each unit counts the shard FSDP2 has just all-reduced across the replicas. exdyna:
+    exdyna.fsdp.ReplicaState with exdyna-dX's controller and warm-up; its reduce timed into
+    clock[0] and its byte count read per step."""
+    from torch.distributed.fsdp import FSDPModule
+
+    import exdyna.fsdp
+    meta = {"replicas": mesh.size(0), "shards": mesh.size(1), "bytes": "replicate"}
+    if density is None:
+        sent = [0]
+
+        def count(reduced):
+            sent[0] += reduced.numel() * reduced.element_size()
+
+        for module in net.modules():
+            if isinstance(module, FSDPModule):
+                module.set_all_reduce_hook(count)
+
+        def per_step(step):
+            out, sent[0] = sent[0], 0
+            return out
+        return per_step, meta, None
+    warmup = max(2, steps // 10)  # as exdyna-dX's
+    meta["warmup_steps"] = warmup
+    state = exdyna.fsdp.ReplicaState(density=density, controller="exact", warmup_steps=warmup)
+    reduce, seen = state.reduce, [0]
+
+    def timed(name, flat):
+        t0 = time.perf_counter()
+        reduce(name, flat)
+        clock[0] += time.perf_counter() - t0
+
+    state.reduce = timed  # register() hooks each unit to state.reduce: the timed one
+    exdyna.fsdp.register(net, state, mesh=mesh)
+
+    def per_step(step):
+        sent, seen[0] = state.bytes_total - seen[0], state.bytes_total
+        return sent
+    return per_step, meta, state
+
+
+def hsdp_compute_ms(a, task, mesh, native):
+    """calibrate() on a spare model sharded alike: FSDP2's set_requires_gradient_sync(False) keeps
+    the unsharded gradients for the next synced backward, which the trained model must not get."""
+    torch.manual_seed(a.seed)
+    spare = hsdp_shard(TinyGpt(a.vocab, a.bptt), mesh, native)
+    spare.set_requires_gradient_sync(False)
+    opt = torch.optim.SGD(spare.parameters(), lr=0.0)
+    return calibrate(spare, task, opt, a.calibrate, contextlib.nullcontext)
+
+
+def wrap(a, task, kind, param, clock):
+    """(model, bytes of a step, meta, state, compute ms): task.net under DDP with the hook, or
+    sharded with FSDP2 (kind "hsdp")."""
+    n_params = sum(p.numel() for p in task.net.parameters())
+    if kind == "hsdp":
+        mesh = hsdp_mesh()
+        model = hsdp_shard(task.net, mesh, native=param is None)
+        step_bytes, meta, state = hsdp_register(model, mesh, param, a.steps, clock)
+        compute_ms = hsdp_compute_ms(a, task, mesh, native=param is None)
+        return model, n_params, step_bytes, meta, state, compute_ms
     from torch.nn.parallel import DistributedDataParallel as DDP
-    task = Task(a, rank, world)
     model = DDP(task.net)
-    n_params = sum(p.numel() for p in model.parameters())
+    step_bytes, meta, state = register(model, kind, param, a.steps, n_params, clock)
+    # task.optimizer() is made again for training: calibration's zero_grad is all it needs here.
+    compute_ms = calibrate(model, task, task.optimizer(), a.calibrate, model.no_sync)
+    return model, n_params, step_bytes, meta, state, compute_ms
+
+
+def train(a, hook, csv_path, rank, world):
+    task = Task(a, rank, world)
     clock = [0.0]
     kind, param = parse_hook(hook, a.steps)
-    step_bytes, meta, state = register(model, kind, param, a.steps, n_params, clock)
+    model, n_params, step_bytes, meta, state, compute_ms = wrap(a, task, kind, param, clock)
     opt = task.optimizer()
-    compute_ms = calibrate(model, task, opt, a.calibrate)
     out = open(csv_path + ".part", "w") if rank == 0 else None
     if out:
         out.write(f"# model={a.model} hook={hook} world={world} parameters={n_params} "

@@ -61,6 +61,7 @@ def test_without_a_budget_every_step_runs(tmp_path):
      "2 --hook but 1 --csv; expected one --csv per --hook"),
     (["--hook", "gzip", "--csv", "x.csv"], "--hook 'gzip' is not valid"),
     (["--hook", "allreduce", "--csv", "x.csv", "--budget", "-1"], "--budget >= 0"),
+    (["--hook", "hsdp", "--csv", "x.csv"], "--hook hsdp: HSDP runs on the transformer"),
 ])
 def test_bad_arguments_are_refused_before_training(tmp_path, args, message):
     r = run(tmp_path, "--steps", "3", *args)
@@ -83,3 +84,52 @@ def test_the_transformer_trains_with_the_hook_and_reports_a_held_out_loss(tmp_pa
     assert [s["step"] for s in steps] == ["0", "1", "2", "3"]
     assert all(float(s["loss"]) > 0 for s in steps) and float(steps[-1]["val_loss"]) > 0
     assert int(steps[-1]["bytes"]) > 0
+
+
+def test_an_hsdp_hook_on_one_rank_per_node_is_refused_by_name(tmp_path):
+    # Debian's torch 1.13 has no FSDP2; torch >= 2.7 has, and then one rank is no shard group
+    r = run(tmp_path, "--model", "transformer", "--steps", "3", "--hook", "hsdp-exdyna-d0.01",
+            "--csv", "x.csv")
+    assert r.returncode == 2, r.stderr
+    assert "--hook hsdp-exdyna-d0.01: " in r.stderr
+    assert "torch >= 2.7" in r.stderr or "--nproc_per_node 2 or more" in r.stderr, r.stderr
+
+
+def _has_fsdp2():
+    try:
+        import exdyna.fsdp
+    except ImportError:
+        return False
+    return exdyna.fsdp.available()
+
+
+@pytest.mark.skipif(not os.path.isdir(CORPUS), reason="no python3.11-doc corpus")
+@pytest.mark.skipif(not _has_fsdp2(), reason="this torch lacks FSDP2 with set_all_reduce_hook "
+                    "(torch >= 2.7; scripts/torch2-venv.sh runs this)")
+def test_hsdp_hooks_run_on_two_nodes_of_two_ranks(tmp_path):
+    """As compare --ddp --ddp-ranks-per-host 2 launches them (here without emulated hosts): the
+    nodes' ranks shard, the nodes replicate; exdyna's replicate bytes are a fraction of FSDP2's."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dense, sparse = tmp_path / "hsdp.csv", tmp_path / "exdyna.csv"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(i),
+         "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+         SCRIPT, "--model", "transformer", "--vocab", "2000", "--steps", "6", "--eval-every", "3",
+         "--calibrate", "1", "--cache-dir", str(tmp_path), "--hook", "hsdp", "--csv", str(dense),
+         "--hook", "hsdp-exdyna-d0.01", "--csv", str(sparse)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)]
+    logs = [n.communicate(timeout=600)[0] for n in nodes]
+    assert all(n.returncode == 0 for n in nodes), "\n".join(log[-3000:] for log in logs)
+    last = {}
+    for path in (dense, sparse):
+        meta, steps = rows(path)
+        assert "world=4" in meta and "replicas=2" in meta and "shards=2" in meta, meta
+        assert [s["step"] for s in steps] == [str(i) for i in range(6)]
+        assert float(steps[-1]["val_loss"]) > 0 and all(int(s["bytes"]) > 0 for s in steps)
+        last[path] = int(steps[-1]["bytes"])
+    # after the density warm-up (2 steps) d = 0.01 sends a few percent of the dense shards
+    assert last[sparse] < last[dense] / 5, last
