@@ -30,15 +30,37 @@ import statistics
 import subprocess
 import sys
 
-FIELDS = ["model", "workers", "bandwidth", "hook", "seed", "status", "steps", "step_ms", "compute_ms",
+FIELDS = ["model", "workers", "ranks_per_host", "bandwidth", "hook", "seed", "status", "steps",
+          "step_ms", "compute_ms",
           "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "final_val_loss",
           "best_val_loss", "measure", "target", "time_to_target_s", "torch", "why"]
 # Each model's measure: the CSV column, whether higher is better, its name in the text.
 MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss"),
            "transformer": ("val_loss", False, "held-out loss")}
-RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)-b([0-9]+[kmg]?bit)(?:-s([0-9]+))?")
-HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync"]
+RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)(?:x([0-9]+))?-b([0-9]+[kmg]?bit)"
+                 r"(?:-s([0-9]+))?")
+HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync", "hsdp",
+              "hsdp-exdyna"]
+# The dense baselines whose best measure sets a model's target: DDP's all-reduce, else native
+# HSDP (a race of HSDP hooks alone).
+BASELINES = ["allreduce", "hsdp"]
 RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+
+
+def hosts_of(r):
+    """A run's hosts as the report groups them: (hosts, ranks per host)."""
+    return (r["workers"], r["ranks_per_host"])
+
+
+def hosts_text(hosts):
+    w, p = hosts
+    return f"{w} hosts" if p == 1 else f"{w} hosts x {p} ranks"
+
+
+def hosts_name(hosts):
+    """As in the run names: w<hosts>, w<hosts>x<ranks per host>."""
+    w, p = hosts
+    return f"w{w}" if p == 1 else f"w{w}x{p}"
 
 
 def rate_bps(name):
@@ -47,8 +69,10 @@ def rate_bps(name):
 
 
 def hook_key(h):
-    """The report's order: HOOK_ORDER, ranks and densities from the least compressed."""
-    rank = next((i for i, p in enumerate(HOOK_ORDER) if h.startswith(p)), len(HOOK_ORDER))
+    """The report's order: HOOK_ORDER (the longest prefix that matches), ranks and densities from
+    the least compressed."""
+    matches = [i for i, p in enumerate(HOOK_ORDER) if h.startswith(p)]
+    rank = max(matches, key=lambda i: len(HOOK_ORDER[i])) if matches else len(HOOK_ORDER)
     m = re.search(r"-r([0-9]+)$|-d([0-9.]+)$", h)
     size = (int(m.group(1)) if m.group(1) else -float(m.group(2))) if m else 0
     return (rank, size, h)
@@ -87,8 +111,8 @@ def what(run_dir, status):
 def summarise(run_dir, name):
     m = RUN.fullmatch(name)
     row = dict.fromkeys(FIELDS, "")
-    row.update(model=m.group(1), hook=m.group(2), workers=int(m.group(3)), bandwidth=m.group(4),
-               seed=int(m.group(5) or 0))
+    row.update(model=m.group(1), hook=m.group(2), workers=int(m.group(3)),
+               ranks_per_host=int(m.group(4) or 1), bandwidth=m.group(5), seed=int(m.group(6) or 0))
     status = "failed: no status.txt (the run did not finish)"
     sp = os.path.join(run_dir, "status.txt")
     if os.path.exists(sp):
@@ -133,9 +157,14 @@ def targets(summary, given):
             continue
         col, higher, name = MEASURE[model]
         factor, pick = (0.95, max) if higher else (1.05, min)
-        best = [r[f"best_{col}"] for r in summary
-                if r["model"] == model and r["hook"] == "allreduce" and r[f"best_{col}"] != ""]
-        how = f"{round(100 * factor)} % of plain DDP's (allreduce) best {name}"
+        for baseline in BASELINES:
+            best = [r[f"best_{col}"] for r in summary
+                    if r["model"] == model and r["hook"] == baseline and r[f"best_{col}"] != ""]
+            if best:
+                break
+        how = (f"{round(100 * factor)} % of plain DDP's (allreduce) best {name}"
+               if baseline == "allreduce" else
+               f"{round(100 * factor)} % of native HSDP's (hsdp) best {name}")
         if not best:
             seen = [r[f"best_{col}"] for r in summary
                     if r["model"] == model and r[f"best_{col}"] != ""]
@@ -183,8 +212,8 @@ def figures(out, summary, steps_by_run, gp_bin):
     """(markdown of the figures, notes)."""
     md, notes = [], []
     for model in sorted({r["model"] for r in summary}):
-        for w in sorted({r["workers"] for r in summary if r["model"] == model}):
-            mine = [r for r in summary if r["model"] == model and r["workers"] == w]
+        for w in sorted({hosts_of(r) for r in summary if r["model"] == model}):
+            mine = [r for r in summary if r["model"] == model and hosts_of(r) == w]
             for bw in sorted({r["bandwidth"] for r in mine}, key=rate_bps):
                 runs = sorted((r for r in mine if r["bandwidth"] == bw and r["status"] == "ok"),
                               key=lambda r: hook_key(r["hook"]))
@@ -193,9 +222,10 @@ def figures(out, summary, steps_by_run, gp_bin):
                         for t, v in smoothed(steps_by_run[(model, r["hook"], w, bw)], col)]
                 if not data:
                     continue
-                name = f"{'acc' if col == 'acc' else 'loss'}-{model}-w{w}-{bw}"
+                name = f"{'acc' if col == 'acc' else 'loss'}-{model}-{hosts_name(w)}-{bw}"
                 plot = series_plot(f"{model}: {measure} (mean of 3 evaluations) against "
-                                   f"training time, {w} hosts, {bw}", "training wall time (s)",
+                                   f"training time, {hosts_text(w)}, {bw}",
+                                   "training wall time (s)",
                                    measure, [r["hook"] for r in runs], 2, 3)
                 plot += f", \\\n     {runs[0]['target']} with lines dt 2 lc 'black' title 'target'"
                 png, why = gnuplot(out, name, data, ["hook", "wall_s", col],
@@ -206,10 +236,10 @@ def figures(out, summary, steps_by_run, gp_bin):
                           key=lambda r: (hook_key(r["hook"]), rate_bps(r["bandwidth"])))
             if len({r["bandwidth"] for r in runs}) < 2:
                 continue
-            name = f"step-{model}-w{w}"
+            name = f"step-{model}-{hosts_name(w)}"
             hooks = sorted({r["hook"] for r in runs}, key=hook_key)
             data = [(r["hook"], rate_bps(r["bandwidth"]) / 1e6, r["step_ms"]) for r in runs]
-            plot = series_plot(f"{model}: median step time against bandwidth, {w} hosts",
+            plot = series_plot(f"{model}: median step time against bandwidth, {hosts_text(w)}",
                                "link rate (Mbit/s)", "step time (ms)", hooks, 2, 3, logx=True)
             png, why = gnuplot(out, name, data, ["hook", "mbit_s", "step_ms"],
                                plot.replace("DATA", f"fig-{name}.csv"), gp_bin)
@@ -307,7 +337,7 @@ def headline(rows):
         return "no hook reached the target"
     best = reached[0]
     text = f"fastest to the target: **{best['hook']}** ({best['time_to_target_s']:.1f} s)"
-    ex = [r for r in reached if r["hook"].startswith("exdyna")]
+    ex = [r for r in reached if "exdyna" in r["hook"]]  # exdyna-dX and hsdp-exdyna-dX
     if ex and ex[0] is not best:
         text += (f"; best exdyna hook {ex[0]['hook']} {ex[0]['time_to_target_s']:.1f} s, "
                  f"{ex[0]['time_to_target_s'] / best['time_to_target_s']:.2f}x its time")
@@ -363,13 +393,13 @@ def write_report(a, summary, tgt, figs, notes):
                      "the same for every hook and setting")
     lines.append("")
     for model in sorted({r["model"] for r in summary}):
-        for w in sorted({r["workers"] for r in summary if r["model"] == model}):
+        for w in sorted({hosts_of(r) for r in summary if r["model"] == model}):
             bws = sorted({r["bandwidth"] for r in summary
-                          if r["model"] == model and r["workers"] == w}, key=rate_bps)
+                          if r["model"] == model and hosts_of(r) == w}, key=rate_bps)
             for bw in bws:
-                rows = sorted((r for r in summary if (r["model"], r["workers"], r["bandwidth"])
+                rows = sorted((r for r in summary if (r["model"], hosts_of(r), r["bandwidth"])
                                == (model, w, bw)), key=lambda r: hook_key(r["hook"]))
-                lines += [f"## {model}, {w} hosts, {bw}", ""]
+                lines += [f"## {model}, {hosts_text(w)}, {bw}", ""]
                 if len({r["seed"] for r in rows}) > 1:
                     lines += [seed_headline(rows) + ".", ""] + seed_table(rows) + [""]
                 else:
@@ -390,7 +420,7 @@ def main(argv=None):
             continue
         row, rows = summarise(os.path.join(a.out, "runs", name), name)
         summary.append(row)
-        steps_by_seed[(row["model"], row["hook"], row["workers"], row["bandwidth"],
+        steps_by_seed[(row["model"], row["hook"], hosts_of(row), row["bandwidth"],
                        row["seed"])] = rows
     # The figures draw the first seed's runs.
     steps_by_run = {k[:4]: rows for k, rows in steps_by_seed.items() if k[4] == 0}
@@ -398,7 +428,7 @@ def main(argv=None):
     for r in summary:
         r["target"] = tgt[r["model"]][0]
         if r["status"] == "ok":
-            key = (r["model"], r["hook"], r["workers"], r["bandwidth"], r["seed"])
+            key = (r["model"], r["hook"], hosts_of(r), r["bandwidth"], r["seed"])
             r["time_to_target_s"] = time_to(steps_by_seed[key], r["model"], r["target"])
     with open(os.path.join(a.out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
@@ -416,7 +446,8 @@ def main(argv=None):
     print(f"report: {os.path.join(a.out, 'report.md')} ({len(summary)} runs, "
           f"{len(failed)} failed, {len(figs)} figures)")
     for r in failed:
-        print(f"  failed: {r['model']} {r['hook']} w{r['workers']} {r['bandwidth']}: {r['why']}")
+        print(f"  failed: {r['model']} {r['hook']} {hosts_text(hosts_of(r))} {r['bandwidth']}: "
+              f"{r['why']}")
     return 0
 
 

@@ -3,6 +3,8 @@
 
     check_ddp_report.py OUT MODELS HOOKS WORKERS BANDWIDTHS [SEEDS]   (lists comma-separated)
 
+WORKERS: hosts, or HOSTSxRANKS for several ranks per host (--ddp-ranks-per-host).
+
 - summary.csv has one row per (model, hook, workers, bandwidth) asked for, and report.md a table
   row for each: a failed run is a row that says why, never a missing one;
 - every number of a run that finished is re-derived here from runs/<run>/steps.csv (medians after
@@ -57,10 +59,19 @@ def close(a, b, tol):
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
 
+def ranks_per_host(row):
+    return int(row.get("ranks_per_host") or 1)
+
+
+def hosts_text(row):
+    p = ranks_per_host(row)
+    return f"{row['workers']} hosts" + (f" x {p} ranks" if p > 1 else "")
+
+
 def run_name(row):
-    seed = int(row.get("seed") or 0)
-    return (f"{row['model']}-{row['hook']}-w{row['workers']}-b{row['bandwidth']}"
-            + (f"-s{seed}" if seed else ""))
+    seed, p = int(row.get("seed") or 0), ranks_per_host(row)
+    return (f"{row['model']}-{row['hook']}-w{row['workers']}{f'x{p}' if p > 1 else ''}"
+            f"-b{row['bandwidth']}" + (f"-s{seed}" if seed else ""))
 
 
 def check_run(out, row, problems):
@@ -93,18 +104,19 @@ def check_report(out, summary, problems):
         report = f.read()
     settings = {}
     for row in summary:
-        settings.setdefault((row["model"], row["workers"], row["bandwidth"]), []).append(row)
-    for (model, workers, bw), rows in settings.items():
+        settings.setdefault((row["model"], hosts_text(row), row["bandwidth"]), []).append(row)
+    for (model, hosts, bw), rows in settings.items():
         if len({r["seed"] for r in rows}) > 1:
-            check_seed_rows(report, f"## {model}, {workers} hosts, {bw}", rows, problems)
+            check_seed_rows(report, f"## {model}, {hosts}, {bw}", rows, problems)
     for row in summary:
-        if len({r["seed"] for r in settings[(row["model"], row["workers"], row["bandwidth"])]}) > 1:
+        setting_rows = settings[(row["model"], hosts_text(row), row["bandwidth"])]
+        if len({r["seed"] for r in setting_rows}) > 1:
             continue
         cell = (f"failed: {row['why']}".replace("|", "\\|") if row["status"] != "ok"
                 else (f"{float(row['time_to_target_s']):.1f}" if row["time_to_target_s"]
                       else "not reached"))
         first = f"| {row['hook']} | {cell}"
-        setting = f"## {row['model']}, {row['workers']} hosts, {row['bandwidth']}"
+        setting = f"## {row['model']}, {hosts_text(row)}, {row['bandwidth']}"
         section = report.split(setting, 1)[1].split("\n## ", 1)[0] if setting in report else ""
         if first not in section:
             problems.append(f"report.md: no row '{first}' under '{setting}'")
