@@ -43,6 +43,39 @@ case "$case_name" in
       { echo "the message does not name the interpreter:"; cat "$tmp/stderr"; exit 1; }
     [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
     ;;
+  ddp_hsdp_needs_ranks)
+    # An HSDP hook without a shard group inside each host is refused before any interpreter runs.
+    "$exe" compare --ddp --ddp-models transformer --ddp-hooks hsdp,hsdp-exdyna-d0.01 \
+      --python /nonexistent/python3 --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] || { echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF -- "--ddp-hooks hsdp: HSDP shards the model over a host's ranks; expected --ddp-ranks-per-host 2 or more (it is 1)" "$tmp/stderr" ||
+      { echo "the message does not name the hook and the option:"; cat "$tmp/stderr"; exit 1; }
+    "$exe" compare --ddp --ddp-models transformer --ddp-hooks hsdp --ddp-ranks-per-host 0 \
+      --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -qF -- "--ddp-ranks-per-host 0 is not valid" "$tmp/stderr" ||
+      { echo "--ddp-ranks-per-host 0: exit $rc"; cat "$tmp/stderr"; exit 1; }
+    [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
+    ;;
+  ddp_hsdp_needs_fsdp2)
+    # Under a torch without FSDP2 (Debian's 1.13) an HSDP hook is refused by name, before any run.
+    py=${PYTHON:-python3}
+    if ! "$py" -c 'import torch, exdyna.fsdp' 2>/dev/null; then
+      echo "SKIP: $py cannot import torch and exdyna.fsdp"; exit 77
+    fi
+    if "$py" -c 'import sys, exdyna.fsdp; sys.exit(not exdyna.fsdp.available())'; then
+      echo "SKIP: $py's torch has FSDP2 (the refusal needs one without it)"; exit 77
+    fi
+    "$exe" compare --ddp --ddp-models transformer --ddp-hooks hsdp-exdyna-d0.01 \
+      --ddp-ranks-per-host 2 --python "$py" --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] || { echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF -- "--ddp-hooks hsdp-exdyna-d0.01: needs FSDP2" "$tmp/stderr" &&
+      grep -qF "exdyna.fsdp.MIN_TORCH" "$tmp/stderr" ||
+      { echo "the message does not name the hook and FSDP2:"; cat "$tmp/stderr"; exit 1; }
+    [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
+    ;;
   ddp_none_trained)
     # Every run failing is the comparison's failure (exit 1), not only rows of the report.
     if ! ip netns add "exdprobe$$" 2>"$tmp/probe"; then

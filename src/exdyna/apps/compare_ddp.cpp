@@ -23,13 +23,27 @@ void say(const std::string& line) {
   std::cout << line << std::endl;
 }
 
+// word in single quotes for std::system's shell.
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (const char ch : word) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
 // Whether `python` imports torch and exdyna.ddp in this process's environment (PYTHONPATH), which
 // the ranks inherit.
 bool imports_exdyna(const std::string& python) {
-  std::string quoted = "'";
-  for (const char ch : python) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  quoted += "'";
-  return std::system((quoted + " -c 'import torch, exdyna.ddp' >/dev/null 2>&1").c_str()) == 0;
+  return std::system(
+             (shell_quoted(python) + " -c 'import torch, exdyna.ddp' >/dev/null 2>&1").c_str()) ==
+         0;
+}
+
+// Whether `python`'s torch has what exdyna.fsdp needs (FSDP2 with set_all_reduce_hook).
+bool has_fsdp2(const std::string& python) {
+  return std::system((shell_quoted(python) +
+                      " -c 'import sys, exdyna.fsdp; sys.exit(not exdyna.fsdp.available())' "
+                      ">/dev/null 2>&1")
+                         .c_str()) == 0;
 }
 
 // The interpreter of the ranks and the report: --python, else the first of the active venv's, the
@@ -58,6 +72,15 @@ std::string pick_python(const std::string& given) {
       "(pass --python PATH; for the build tree's package set PYTHONPATH=build/python)"));
 }
 
+// An HSDP hook under a torch without FSDP2 is refused here, before any run, not as a failed row.
+void check_fsdp2(const std::vector<std::string>& hooks, const std::string& python) {
+  for (const auto& h : hooks)
+    EXDYNA_CHECK_ARG(!eval::is_hsdp_hook(h) || has_fsdp2(python), "--ddp-hooks ", h,
+                     ": needs FSDP2 (fully_shard with set_all_reduce_hook, torch >= 2.7: "
+                     "exdyna.fsdp.MIN_TORCH); the torch of --python ",
+                     python, " lacks it");
+}
+
 // The scripts live in the source tree's examples/ (EXDYNA_SOURCE_DIR, set by CMake); an installed
 // exdyna names them with --ddp-script and --ddp-report-script.
 std::string source_file(const std::string& given, const char* name, const char* option) {
@@ -67,16 +90,22 @@ std::string source_file(const std::string& given, const char* name, const char* 
   return p;
 }
 
+// The names first, then the interpreter: a bad hook is refused without one.
 eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
   eval::DdpOptions o;
-  o.python = pick_python(d.python);
-  o.script = source_file(d.script, "ddp_hooks.py", "--ddp-script");
   o.models = d.models;
   if (o.models.empty())
     o.models = c.quick ? std::vector<std::string>{"cnn"} : std::vector<std::string>{"cnn", "lstm"};
   for (const auto& m : o.models) eval::check_ddp_model(m);
   o.hooks = d.hooks.empty() ? eval::default_ddp_hooks() : d.hooks;
   for (const auto& h : o.hooks) eval::check_ddp_hook(h);
+  EXDYNA_CHECK_ARG(d.ranks_per_host >= 1 && d.ranks_per_host <= 16, "--ddp-ranks-per-host ",
+                   d.ranks_per_host, " is not valid; expected 1 .. 16");
+  o.ranks_per_host = d.ranks_per_host;
+  eval::check_hsdp_setting(o.hooks, o.models, o.ranks_per_host);
+  o.python = pick_python(d.python);
+  check_fsdp2(o.hooks, o.python);
+  o.script = source_file(d.script, "ddp_hooks.py", "--ddp-script");
   for (const auto& w : c.workers) o.workers.push_back(parse_int_in(w, "--workers", 1, 64));
   for (const auto& b : c.bandwidth) o.bandwidths.push_back(eval::parse_rate(b, "--bandwidth"));
   EXDYNA_CHECK_ARG(d.steps >= 0 && d.steps <= 1000000, "--ddp-steps ", d.steps,
@@ -133,8 +162,15 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
       ->group(g);
   sub->add_option("--ddp-hooks", d.hooks,
                   "allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX (default: all "
-                  "of the head-to-head)")
+                  "of the head-to-head); hsdp (FSDP2 hybrid sharding, native) and "
+                  "hsdp-exdyna-dX (exdyna.fsdp on the replicate dimension) with "
+                  "--ddp-ranks-per-host 2 or more and --ddp-models transformer")
       ->delimiter(',')
+      ->group(g);
+  sub->add_option("--ddp-ranks-per-host", d.ranks_per_host,
+                  "ranks per emulated host (torchrun --nproc_per_node; default 1): they talk over "
+                  "the host's loopback, the hosts over the shaped links; HSDP shards over a "
+                  "host's ranks and replicates across the hosts")
       ->group(g);
   sub->add_option("--python", d.python,
                   "interpreter with torch and exdyna for the ranks (default: the first of the "

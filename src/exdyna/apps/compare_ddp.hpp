@@ -20,6 +20,7 @@ struct CompareDdpArgs {
   double budget_s = -1;       // training seconds per run; < 0: 45 (0: none)
   int eval_every = 0;         // 0: 10, 4 with --quick
   int seeds = 1;              // runs per setting, --seed 0 .. seeds - 1
+  int ranks_per_host = 1;     // torchrun's --nproc_per_node; HSDP's shard group (hooks hsdp*)
   std::vector<std::string> script_args;
 };
 

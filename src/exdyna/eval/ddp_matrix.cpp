@@ -28,16 +28,61 @@ void check_ddp_model(const std::string& model) {
 
 void check_ddp_hook(const std::string& hook) {
   static const std::regex ok(
-      "allreduce|fp16|bf16|powersgd-r[1-9][0-9]*|exdyna(-sync)?-d(0?\\.[0-9]*[1-9][0-9]*|1)");
+      "allreduce|fp16|bf16|powersgd-r[1-9][0-9]*|hsdp|"
+      "(exdyna(-sync)?|hsdp-exdyna)-d(0?\\.[0-9]*[1-9][0-9]*|1)");
   EXDYNA_CHECK_ARG(std::regex_match(hook, ok), "--ddp-hooks: '", hook,
                    "' is not a hook; expected allreduce, fp16, bf16, powersgd-rN (N >= 1), "
-                   "exdyna-dX or exdyna-sync-dX (0 < X <= 1)");
+                   "exdyna-dX, exdyna-sync-dX, hsdp or hsdp-exdyna-dX (0 < X <= 1)");
+}
+
+bool is_hsdp_hook(const std::string& hook) {
+  return hook == "hsdp" || hook.rfind("hsdp-", 0) == 0;
+}
+
+void check_hsdp_setting(const std::vector<std::string>& hooks,
+                        const std::vector<std::string>& models, int ranks_per_host) {
+  for (const auto& h : hooks) {
+    if (!is_hsdp_hook(h)) continue;
+    // One rank per host would leave HSDP no shard group: it would be DDP with more overhead.
+    EXDYNA_CHECK_ARG(ranks_per_host >= 2, "--ddp-hooks ", h,
+                     ": HSDP shards the model over a host's ranks; expected "
+                     "--ddp-ranks-per-host 2 or more (it is ",
+                     ranks_per_host, ")");
+    // The script shards the transformer's blocks; the other models have no such units.
+    for (const auto& m : models)
+      EXDYNA_CHECK_ARG(m == "transformer", "--ddp-hooks ", h, ": HSDP runs on the transformer; ",
+                       "expected --ddp-models transformer, not '", m, "'");
+  }
 }
 
 std::string ddp_run_name(const std::string& model, const std::string& hook, int workers,
-                         std::uint64_t bps, int seed) {
-  return model + "-" + hook + "-w" + std::to_string(workers) + "-b" + rate_name(bps) +
+                         std::uint64_t bps, int seed, int ranks_per_host) {
+  return model + "-" + hook + "-w" + std::to_string(workers) +
+         (ranks_per_host > 1 ? "x" + std::to_string(ranks_per_host) : "") + "-b" + rate_name(bps) +
          (seed > 0 ? "-s" + std::to_string(seed) : "");
+}
+
+std::vector<std::string> torchrun_argv(const DdpOptions& o, int hosts, int node,
+                                       const std::string& master_addr, int port) {
+  // --redirects/--tee name a local rank that does not exist: torch 1.13's torchrun under Python
+  // 3.11 cannot parse its default "0" (an enum lookup that returns None), a mapping it can.
+  return {o.python,
+          "-m",
+          "torch.distributed.run",
+          "--redirects",
+          "9:1",
+          "--tee",
+          "9:1",
+          "--nnodes",
+          std::to_string(hosts),
+          "--node_rank",
+          std::to_string(node),
+          "--nproc_per_node",
+          std::to_string(o.ranks_per_host),
+          "--master_addr",
+          master_addr,
+          "--master_port",
+          std::to_string(port)};
 }
 
 std::string ddp_failure_line(const std::string& stderr_text) {
@@ -87,47 +132,21 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, co
                          int port) {
   RankCommand rc;
   rc.argv = hosts.exec_prefix(node);
-  const int w = hosts.size();
-  // --redirects/--tee name a local rank that does not exist: torch 1.13's torchrun under Python
-  // 3.11 cannot parse its default "0" (an enum lookup that returns None), a mapping it can.
-  rc.argv.insert(rc.argv.end(), {o.python,
-                                 "-m",
-                                 "torch.distributed.run",
-                                 "--redirects",
-                                 "9:1",
-                                 "--tee",
-                                 "9:1",
-                                 "--nnodes",
-                                 std::to_string(w),
-                                 "--node_rank",
-                                 std::to_string(node),
-                                 "--nproc_per_node",
-                                 "1",
-                                 "--master_addr",
-                                 hosts.address(0),
-                                 "--master_port",
-                                 std::to_string(port),
-                                 fs::absolute(o.script).string(),
-                                 "--model",
-                                 l.model,
-                                 "--steps",
-                                 std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm),
-                                 "--seed",
-                                 std::to_string(l.seed),
-                                 "--eval-every",
-                                 std::to_string(o.eval_every),
-                                 "--budget",
-                                 std::to_string(o.budget_s),
-                                 "--cache-dir",
-                                 fs::absolute(o.out_dir).string(),
-                                 "--timeout",
-                                 std::to_string(collective_timeout_s(o))});
+  const auto launcher = torchrun_argv(o, hosts.size(), node, hosts.address(0), port);
+  rc.argv.insert(rc.argv.end(), launcher.begin(), launcher.end());
+  rc.argv.insert(rc.argv.end(),
+                 {fs::absolute(o.script).string(), "--model", l.model, "--steps",
+                  std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm), "--seed",
+                  std::to_string(l.seed), "--eval-every", std::to_string(o.eval_every), "--budget",
+                  std::to_string(o.budget_s), "--cache-dir", fs::absolute(o.out_dir).string(),
+                  "--timeout", std::to_string(collective_timeout_s(o))});
   for (std::size_t i = 0; i < l.hooks.size(); ++i)
     rc.argv.insert(rc.argv.end(), {"--hook", l.hooks[i], "--csv",
                                    fs::absolute(l.run_dirs[i] / "steps.csv").string()});
   rc.argv.insert(rc.argv.end(), o.script_args.begin(), o.script_args.end());
   // Gloo binds to the address the host name resolves to (loopback inside a namespace) unless told
-  // the host's link.
+  // the host's link. The ranks of one host still reach each other over loopback: the kernel routes
+  // a namespace's own address there, past eth0's shaping (HSDP's shard group is the fast link).
   rc.env = {{"OMP_NUM_THREADS", "1"},
             {"OPENBLAS_NUM_THREADS", "1"},
             {"PYTHONUNBUFFERED", "1"},
@@ -187,8 +206,9 @@ void run_launches(const DdpOptions& o, const HostSet& hosts, Launch l, int* port
     const auto t = std::chrono::steady_clock::now();
     const auto log_dir =
         o.out_dir / "launches" /
-        detail::concat(l.model, "-w", hosts.size(), "-b", rate_name(hosts.link().rate_bps), "-s",
-                       l.seed, "-", attempt);
+        detail::concat(l.model, "-w", hosts.size(),
+                       o.ranks_per_host > 1 ? "x" + std::to_string(o.ranks_per_host) : "", "-b",
+                       rate_name(hosts.link().rate_bps), "-s", l.seed, "-", attempt);
     std::string why;
     const auto done = run_launch(o, hosts, l, *port, log_dir, &why);
     const int s = static_cast<int>(
@@ -223,7 +243,8 @@ DdpMatrixResult run_ddp_matrix(const DdpOptions& o,
         for (const auto& model : o.models) {
           Launch l{model, seed, {}, {}};
           for (const auto& hook : o.hooks) {
-            const auto dir = o.out_dir / "runs" / ddp_run_name(model, hook, w, bps, seed);
+            const auto dir =
+                o.out_dir / "runs" / ddp_run_name(model, hook, w, bps, seed, o.ranks_per_host);
             if (run_done(dir)) {
               ++res.kept;
               continue;

@@ -1,15 +1,20 @@
 // The DDP head-to-head of `exdyna compare --ddp`: PyTorch DDP training with one communication hook
 // per run (DDP's all-reduce, fp16, bf16, PowerSGD, exdyna's hook) over the emulated hosts of
 // hosts.hpp, one torchrun node per host namespace (--nnodes W --node_rank i, the rendezvous at
-// host 0's address over the shaped links). The runs of one (workers, bandwidth, model) setting
-// share one launch: the training script (examples/ddp_hooks.py) runs the hooks in turn in the same
-// processes (torch is imported and the nodes meet once per setting, not once per hook) and writes
-// rank 0's per-step CSV of each. A run that fails ends its launch; it keeps the launch's logs and a
-// status file saying why, so the report shows a row for it instead of leaving it out, and the
-// hooks after it get a launch of their own.
+// host 0's address over the shaped links). With ranks_per_host P > 1 each node runs P ranks
+// (--nproc_per_node P): they talk over the host's loopback (fast), the hosts over the shaped
+// links, which is the layout hybrid sharding (HSDP) is made for: the hooks hsdp (FSDP2 on the 2-D
+// mesh (hosts, P), native) and hsdp-exdyna-dX (exdyna.fsdp on the mesh's replicate dimension)
+// shard the model over a host's P ranks and replicate it across the hosts. The runs of one
+// (workers, bandwidth, model) setting share one launch: the training script (examples/ddp_hooks.py)
+// runs the hooks in turn in the same processes (torch is imported and the nodes meet once per
+// setting, not once per hook) and writes rank 0's per-step CSV of each. A run that fails ends its
+// launch; it keeps the launch's logs and a status file saying why, so the report shows a row for it
+// instead of leaving it out, and the hooks after it get a launch of their own.
 //
 // Layout of the output directory:
-//   runs/<model>-<hook>-w<W>-b<rate>/steps.csv    rank 0's steps (the script's format)
+//   runs/<model>-<hook>-w<W>-b<rate>/steps.csv    rank 0's steps (the script's format); with P
+//                                                  ranks per host the setting is w<W>x<P>
 //   runs/<model>-<hook>-w<W>-b<rate>/status.txt   "ok", or "failed: <why>" and the error lines
 //   runs/<model>-<hook>-w<W>-b<rate>/rank<i>.err  a failed run: each torchrun node's standard error
 //   launches/<model>-w<W>-b<rate>-<k>/            launch k's commands.txt and node logs
@@ -30,6 +35,7 @@ struct DdpOptions {
   std::vector<std::string> models;        // cnn, lstm, transformer
   std::vector<std::string> hooks;         // the script's hook names
   std::vector<int> workers;               // hosts per setting
+  int ranks_per_host = 1;                 // torchrun's --nproc_per_node on every host
   std::vector<std::uint64_t> bandwidths;  // link rates, bits per second
   // Training steps per model (the same for every hook, so the runs reach the same target).
   int steps_cnn = 150, steps_lstm = 150;  // steps_lstm: both language models (lstm, transformer)
@@ -47,14 +53,28 @@ struct DdpOptions {
 // The hooks of the default head-to-head, in the report's order.
 std::vector<std::string> default_ddp_hooks();
 // "cnn", "lstm" or "transformer", else InvalidArgument naming the value; a hook name the script
-// accepts (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX), else InvalidArgument.
+// accepts (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp, hsdp-exdyna-dX),
+// else InvalidArgument.
 void check_ddp_model(const std::string& model);
 void check_ddp_hook(const std::string& hook);
+// Whether the hook shards the model with FSDP2 (hsdp, hsdp-exdyna-dX).
+bool is_hsdp_hook(const std::string& hook);
+// An HSDP hook needs a shard group inside each host (ranks_per_host >= 2) and the model the
+// script shards (transformer); else InvalidArgument naming the hook and what it needs.
+void check_hsdp_setting(const std::vector<std::string>& hooks,
+                        const std::vector<std::string>& models, int ranks_per_host);
 
-// The run's directory name: <model>-<hook>-w<W>-b<rate>, and -s<seed> for seeds after the
-// first (seed 0's name is the one a single-seed run has always had).
+// The run's directory name: <model>-<hook>-w<W>-b<rate>, w<W>x<P> with P > 1 ranks per host,
+// and -s<seed> for seeds after the first (seed 0's name is the one a single-seed run has always
+// had).
 std::string ddp_run_name(const std::string& model, const std::string& hook, int workers,
-                         std::uint64_t bps, int seed = 0);
+                         std::uint64_t bps, int seed = 0, int ranks_per_host = 1);
+
+// Host `node`'s torchrun launcher, up to the script: interpreter, torch.distributed.run and its
+// options (--nnodes hosts, --node_rank node, --nproc_per_node o.ranks_per_host, the rendezvous at
+// master_addr:port).
+std::vector<std::string> torchrun_argv(const DdpOptions& o, int hosts, int node,
+                                       const std::string& master_addr, int port);
 
 struct DdpMatrixResult {
   int ran = 0, kept = 0, failed = 0;
