@@ -223,10 +223,11 @@ def figures(out, summary, steps_by_run, gp_bin):
                 if not data:
                     continue
                 name = f"{'acc' if col == 'acc' else 'loss'}-{model}-{hosts_name(w)}-{bw}"
-                plot = series_plot(f"{model}: {measure} (mean of 3 evaluations) against "
-                                   f"training time, {hosts_text(w)}, {bw}",
-                                   "training wall time (s)",
-                                   measure, [r["hook"] for r in runs], 2, 3)
+                # A title wider than the plot area is cut off on the left: the smoothing goes
+                # into the axis label.
+                plot = series_plot(f"{model}, {hosts_text(w)}, {bw}", "training wall time (s)",
+                                   f"{measure} (mean of 3 evaluations)",
+                                   [r["hook"] for r in runs], 2, 3)
                 plot += f", \\\n     {runs[0]['target']} with lines dt 2 lc 'black' title 'target'"
                 png, why = gnuplot(out, name, data, ["hook", "wall_s", col],
                                    plot.replace("DATA", f"fig-{name}.csv"), gp_bin)
