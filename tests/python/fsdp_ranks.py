@@ -136,11 +136,21 @@ def _checkpointed(model, opt, state):
     return {"model": model_sd, "optim": optim_sd, "exdyna": state.dcp_state_dict()}
 
 
+def _restored(model, opt, state, ckpt_dir):
+    """Model, optimizer and ReplicaState loaded from a torch.distributed.checkpoint."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    loaded = _checkpointed(model, opt, state)
+    dcp.load(loaded, checkpoint_id=ckpt_dir)
+    set_state_dict(model, opt, model_state_dict=loaded["model"],
+                   optim_state_dict=loaded["optim"])
+    state.load_dcp_state_dict(loaded["exdyna"])
+
+
 def dcp_round_trip(rank, world, ckpt_dir):
     """Model, optimizer and ReplicaState through torch.distributed.checkpoint: the steps after
     loading equal the steps without the round trip, bit for bit."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
     mesh = mesh_2d(world)
     model, state = model_on(mesh, "exdyna", density=0.05)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -154,11 +164,7 @@ def dcp_round_trip(rank, world, ckpt_dir):
         for p in model2.parameters():
             p.add_(1.0)
     opt2 = torch.optim.AdamW(model2.parameters(), lr=3e-3)
-    loaded = _checkpointed(model2, opt2, state2)
-    dcp.load(loaded, checkpoint_id=ckpt_dir)
-    set_state_dict(model2, opt2, model_state_dict=loaded["model"],
-                   optim_state_dict=loaded["optim"])
-    state2.load_dcp_state_dict(loaded["exdyna"])
+    _restored(model2, opt2, state2, ckpt_dir)
     assert state2.iter == 3 and state2.steps == state.steps - 2 * len(state.units())
     train(model2, opt2, rank, 3, 5)
     for i, (p, q) in enumerate(zip(local_shards(model2), expect)):
@@ -240,17 +246,11 @@ def replicas_resume(rank, world, ckpt_dir, residuals_path, saved_world):
     """Resumes replicas_save's checkpoint on a (world / S) x S mesh, S = 2 as saved: every unit
     of this rank's shard starts from the mean of the saved replicas' residuals of that shard and
     from replica 0's threshold, and the training goes on, the replicas equal."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
     shards = 2
     mesh = mesh_2d(world, world // shards)
     model, state = model_on(mesh, "exdyna", density=0.05)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    loaded = _checkpointed(model, opt, state)
-    dcp.load(loaded, checkpoint_id=ckpt_dir)
-    set_state_dict(model, opt, model_state_dict=loaded["model"],
-                   optim_state_dict=loaded["optim"])
-    state.load_dcp_state_dict(loaded["exdyna"])
+    _restored(model, opt, state, ckpt_dir)
     shard = rank % shards
     saved = [torch.load(f"{residuals_path}.{r}") for r in range(shard, saved_world, shards)]
     assert state.iter == saved[0]["iter"]
