@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from . import Sparsifier, _STEP_DTYPES, _backend
 from . import ddp as _ddp
+from . import log as _log
 
 __all__ = ["ReplicaState", "register", "available", "MIN_TORCH"]
 
@@ -73,7 +74,7 @@ class ReplicaState:
     """Per-FSDP-unit sparsifiers for the replicate dimension, with exdyna.ddp.State's options.
 
     ReplicaState(sparsifier="exdyna", density=0.01, replicate_group=None, *, start_iter=0,
-                 min_compression_rate=2.0, **options)
+                 min_compression_rate=2.0, log=None, log_every=100, **options)
 
     sparsifier, density, options: exdyna.Sparsifier's, with exdyna.ddp.State's defaults
     (non_finite="skip", measure_global_error=False, the density warm-up and step_clip below
@@ -82,6 +83,9 @@ class ReplicaState:
     start_iter: each unit's first start_iter reductions are dense (divide by the replicas, sum);
     min_compression_rate: a unit whose sparse exchange would not be that many times smaller than
     its dense all-reduce goes dense (exdyna.ddp.State.sparse_bytes estimates it).
+    log, log_every: as exdyna.ddp.State's (exdyna.log.tensorboard(writer) makes one):
+    log(iteration, scalars) every log_every iterations, called by the reduction that completes
+    the iteration (every unit reduced as often as the most reduced one).
 
     Each unit's sparsifier is keyed "<module's qualified name>:<flat length>" (the root's name is
     ""), made at the unit's first reduction. After each: stats (key -> the unit's last
@@ -95,12 +99,14 @@ class ReplicaState:
     """
 
     def __init__(self, sparsifier="exdyna", density=0.01, replicate_group=None, *, start_iter=0,
-                 min_compression_rate=2.0, **options):
+                 min_compression_rate=2.0, log=None, log_every=100, **options):
         # exdyna.ddp.State is the one place of the hook defaults and the byte estimate: it
         # validates the arguments now and gives the options (its sparsifiers are never used).
         self._config = _ddp.State(sparsifier, density, replicate_group, overlap=False,
                                   start_iter=start_iter,
-                                  min_compression_rate=min_compression_rate, **options)
+                                  min_compression_rate=min_compression_rate, log=log,
+                                  log_every=log_every, **options)
+        self.log, self.log_every = log, log_every
         self.sparsifier, self.target_density = sparsifier, density
         self.options = dict(self._config.options)
         self.start_iter = start_iter
@@ -117,6 +123,7 @@ class ReplicaState:
         self._group_loaded = {}
         self._unit_options = {}  # key -> options beyond the State's (a carried threshold)
         self._calls = {}   # key -> reductions so far (start_iter counts them per unit)
+        self._interval = _log.Interval()
         self.stats = {}
         self.iter = self.steps = self.dense_steps = self.non_finite_steps = 0
         self.k_total = self.n_g_total = self.bytes_total = self.dense_bytes_total = 0
@@ -221,6 +228,13 @@ class ReplicaState:
         self._calls[key] = self._calls.get(key, 0) + 1
         self.iter = max(self.iter, self._calls[key])
         self._record(key, stats, dense_bytes)
+        self._log_iteration()
+
+    def _log_iteration(self):
+        """log's call, every log_every iterations, once every unit has reduced self.iter times."""
+        if (self.log is not None and self.iter % self.log_every == 0
+                and all(c == self.iter for c in self._calls.values())):
+            self.log(self.iter, self._interval.scalars(self))
 
     def _record(self, key, stats, dense_bytes):
         self.stats[key] = stats

@@ -109,7 +109,9 @@ def bytes_ratio(rank, world, steps, settle, out_path):
     sizes = dict(vocab=64, width=64, layers=2, seq=16)
     d = 0.01
     mesh = mesh_2d(world)
-    model, state = model_on(mesh, "exdyna", sizes, density=d)
+    logged = []
+    model, state = model_on(mesh, "exdyna", sizes, density=d, log_every=2,
+                            log=lambda it, scalars: logged.append((it, scalars)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     train(model, opt, rank, 0, settle, sizes)
     sent0, dense0 = state.bytes_total, state.dense_bytes_total
@@ -124,6 +126,10 @@ def bytes_ratio(rank, world, steps, settle, out_path):
     # all-gathers of unbalanced steps and fuse="auto"'s choice (from measured times) add some:
     # measured 1.18-1.22 of the estimate on torch 2.15
     assert 0.75 <= sent / estimate <= 1.4, (sent, estimate)
+    # log: once per 2 iterations, after the iteration's last unit, the bytes of those iterations
+    assert [it for it, _ in logged] == list(range(2, steps + 1, 2)), logged
+    assert sum(s["bytes"] for _, s in logged) == state.bytes_total, logged
+    assert all(0 < s["density"] <= 1 and s["compression"] > 1 for _, s in logged[1:]), logged
     numbers = {"sent": sent, "dense": dense, "estimate": estimate, "ratio": dense / sent,
                "expected_ratio": dense / estimate, "lengths": lengths,
                "density": state.actual_density()}
@@ -217,6 +223,8 @@ def bad_input(rank, world):
     raises(TypeError, ["dict", "ReplicaState"], exdyna.fsdp.register, model, {})
     raises(ValueError, ["density 2 is not valid"], exdyna.fsdp.ReplicaState, density=2.0)
     raises(ValueError, ["no_such_option"], exdyna.fsdp.ReplicaState, no_such_option=1)
+    raises(TypeError, ["log 3 is not callable"], exdyna.fsdp.ReplicaState, log=3)
+    raises(ValueError, ["log_every 0 is not valid"], exdyna.fsdp.ReplicaState, log_every=0)
     raises(TypeError, ["torch.int32", "float32"], state.reduce, "x",
            torch.zeros(8, dtype=torch.int32))
     raises(ValueError, ["not an exdyna.fsdp.ReplicaState"], state.load_state_dict, {})
