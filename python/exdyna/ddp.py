@@ -94,6 +94,21 @@ def _count(totals, stats, dense_bytes):
     totals.dense_bytes_total += dense_bytes
 
 
+def _from_group_mean(owner, key, loaded, extra_options):
+    """owner's (a State or ReplicaState) new sparsifier for key, started from a group checkpoint's
+    (mean residual, threshold, mean velocity): ExDyna from the saved threshold, kept in
+    extra_options[key] (owner._make reads it; the other sparsifiers carry none)."""
+    mean, threshold, velocity = loaded
+    if (owner.sparsifier == "exdyna" and threshold is not None and math.isfinite(threshold)
+            and threshold > 0):
+        extra_options[key] = {"initial_threshold": float(threshold)}
+    sp = owner._make(key)
+    sp.set_residual(mean)
+    if velocity is not None:
+        sp.set_velocity(velocity)
+    return sp
+
+
 def _check_saved_config(state, owner, kind):
     """ValueError when a saved state's sparsifier, density or options differ from owner's (a
     State or ReplicaState, named kind in the message)."""
@@ -309,14 +324,8 @@ class State:
         sp = self._buckets.get(key)
         if sp is None:
             if key in self._group_loaded:
-                mean, threshold, velocity = self._group_loaded.pop(key)
-                if (self.sparsifier == "exdyna" and threshold is not None
-                        and math.isfinite(threshold) and threshold > 0):
-                    self._bucket_options[key] = {"initial_threshold": float(threshold)}
-                sp = self._make(key)
-                sp.set_residual(mean)
-                if velocity is not None:
-                    sp.set_velocity(velocity)
+                sp = _from_group_mean(self, key, self._group_loaded.pop(key),
+                                      self._bucket_options)
             else:
                 sp = self._make(key)
             if key in self._loaded:

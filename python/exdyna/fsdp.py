@@ -27,7 +27,6 @@ older torch (Debian's 1.13); register() raises ImportError there, and available(
 
 import functools
 import io
-import math
 
 import torch
 import torch.distributed as dist
@@ -158,16 +157,7 @@ class ReplicaState:
         """A new sparsifier for the unit with what was loaded for it: its saved state, or the
         mean residual (and velocity) and threshold of a checkpoint of another replica count."""
         if key in self._group_loaded:
-            mean, threshold, velocity = self._group_loaded[key]
-            # ExDyna starts from the saved threshold; the other sparsifiers carry none
-            if (self.sparsifier == "exdyna" and threshold is not None
-                    and math.isfinite(threshold) and threshold > 0):
-                self._unit_options[key] = {"initial_threshold": float(threshold)}
-            sp = self._make(key)
-            sp.set_residual(mean)
-            if velocity is not None:
-                sp.set_velocity(velocity)
-            return sp
+            return _ddp._from_group_mean(self, key, self._group_loaded[key], self._unit_options)
         sp = self._make(key)
         if key in self._loaded:
             sp.load_state_dict({"state": self._loaded[key]})
