@@ -54,6 +54,7 @@ import torch.distributed as dist
 
 from . import Sparsifier, _backend, _check_argument_types, _exdyna, _resolve_group
 from . import log as exdyna_log
+from ._dense_fallback import DenseFallback
 
 __all__ = ["State", "hook", "bucket_key"]
 
@@ -157,6 +158,18 @@ class State:
     applies momentum again is refused (ValueError); without it, a warning says what to check.
     The velocity is each bucket's, carried like the residual (rebuilds, state_dict,
     group_state_dict). See docs/python.md, "When the accuracy lags".
+    dense_fallback: False by default. True: where a dense iteration is not slower than a sparse
+    one (a fast link, a compute-bound model), every bucket is all-reduced densely, as DDP's own
+    all-reduce, from early in the run: the State times its first sparse iterations (from
+    start_iter + 3 on), and if the dense exchange (predicted from one timed all-reduce of up to
+    1 MB) could cost at most one sparse iteration more, runs 6 dense probe iterations, and stays
+    sparse for the rest of the run only if a sparse iteration was at least 10 % shorter (a sparse
+    step learns less than a dense one); going dense, the residuals are dropped. Sparse
+    iterations timed in the density warm-up (warmup_steps) send more than at d: going dense then
+    lasts until the warm-up would have ended, and fresh sparsifiers at d are timed against the
+    probe for the final decision. All ranks decide alike from the group's mean times;
+    fallback (None, or "sparse" or "dense" once decided, with its times) says what was found, a
+    warning says when it goes dense, and the state_dict carries the decision.
     log, log_every: log(iteration, scalars) every log_every iterations, with the scalars of the
     iterations since its previous call (exdyna.log: density, bytes, compression, f_t, ...);
     exdyna.log.tensorboard(writer) writes them to TensorBoard. Not pickled with the State.
@@ -167,7 +180,8 @@ class State:
 
     After each step: stats (dict bucket index -> that bucket's last statistics: a sparse bucket's
     are exdyna.Sparsifier.stats plus mode "sparse"; a dense bucket's are mode "dense" (warm-up)
-    or "small" (under min_compression_rate), iteration, world_size, n_g, k = k_total = n_g,
+    or "small" (under min_compression_rate), "probe" or "fallback" (dense_fallback), iteration,
+    world_size, n_g, k = k_total = n_g,
     density 1, f_t 1 and bytes {"allreduce", "total"}); running totals: iter (DDP iterations
     finished), steps (bucket steps), dense_steps (those all-reduced densely), non_finite_steps
     (those skipped for a NaN or Inf on some rank), k_total and
@@ -185,11 +199,16 @@ class State:
     accepts only a state_dict() and its configuration.
     """
 
+    _no_warmup = False  # dense_fallback went dense through the warm-up: sparsifiers start at d
+
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
                  min_compression_rate=2.0, overlap=True, optimizer=None, log=None, log_every=100,
-                 **options):
+                 dense_fallback=False, **options):
         if not isinstance(overlap, bool):
             raise TypeError(f"overlap {overlap!r} is not a bool")
+        if not isinstance(dense_fallback, bool):
+            raise TypeError(f"dense_fallback {dense_fallback!r} is not a bool")
+        self.dense_fallback = dense_fallback
         if log is not None and not callable(log):
             raise TypeError(f"log {log!r} is not callable; expected log(iteration, scalars) "
                             "(exdyna.log.tensorboard(writer) makes one)")
@@ -272,6 +291,16 @@ class State:
         self.bytes_total = 0
         self.dense_bytes_total = 0
         self.rebuilds = 0
+        self._fallback = (DenseFallback(self.options.get("warmup_steps", 0))
+                          if self.dense_fallback else None)
+        self._no_warmup = False
+
+    def _drop_sparsifiers(self, warmup=True):
+        """dense_fallback's dense iterations: the buckets' sparsifiers are not stepped (their
+        residuals dropped); warmup=False makes the next ones start at d."""
+        self._buckets.clear()
+        self._layout.clear()
+        self._no_warmup = self._no_warmup or not warmup
 
     @property
     def process_group(self):
@@ -282,6 +311,8 @@ class State:
 
     def _make(self, key=None):
         options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
+        if self._no_warmup:
+            options = {**options, "warmup_steps": 0}
         options = _hook_options(options, self.target_density)
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
@@ -307,10 +338,14 @@ class State:
 
     def _dense_mode(self, n_g, world_size, element_size=4):
         """How a bucket of n_g gradients of element_size bytes goes at the current iteration:
-        None (sparse), "dense" (the start_iter warm-up) or "small" (under
-        min_compression_rate)."""
+        None (sparse), "dense" (the start_iter warm-up), "probe" or "fallback" (dense_fallback's
+        dense iterations) or "small" (under min_compression_rate)."""
         if self.iter < self.start_iter:
             return "dense"
+        if self._fallback is not None:
+            fallback = self._fallback.mode(self.iter)
+            if fallback:
+                return fallback
         dense = element_size * n_g
         if dense < self.min_compression_rate * self.sparse_bytes(n_g, world_size):
             return "small"
@@ -426,6 +461,13 @@ class State:
         self._shapes = collections.Counter()
         self.iter += 1
 
+    @property
+    def fallback(self):
+        """dense_fallback's finding: None (off, or not decided yet), else {"decision": "sparse"
+        or "dense", "since": the iteration it holds from, "summary": the group's mean sparse and
+        dense iteration ms and the predicted dense exchange ms}."""
+        return self._fallback.saved() if self._fallback else None
+
     def buckets(self):
         """The keys of the live buckets."""
         return sorted(self._buckets)
@@ -462,7 +504,8 @@ class State:
                 + "), sent "
                 f"{self.bytes_total / 1e6:.3f} MB against {self.dense_bytes_total / 1e6:.3f} MB "
                 f"dense ({ratio:.1f}x less), density {self.actual_density():.5f}, f(t) "
-                + (f"{sum(f_t) / len(f_t):.3f}" if f_t else "-"))
+                + (f"{sum(f_t) / len(f_t):.3f}" if f_t else "-")
+                + (self._fallback.describe() if self._fallback else ""))
 
     def state_dict(self):
         """This rank's checkpoint: every bucket's state (residual, threshold, partitions,
@@ -476,6 +519,7 @@ class State:
                 "density": self.target_density, "options": dict(self.options),
                 "buckets": buckets, "bucket_options": dict(self._bucket_options),
                 "parameter_shapes": self.parameter_shapes,
+                "dense_fallback": self._fallback.saved() if self._fallback else None,
                 "totals": {"iter": self.iter, "steps": self.steps,
                            "dense_steps": self.dense_steps,
                            "non_finite_steps": self.non_finite_steps, "k_total": self.k_total,
@@ -502,6 +546,10 @@ class State:
         else:
             self._loaded = dict(state["buckets"])
             self._bucket_options = dict(state.get("bucket_options", {}))
+            saved = state.get("dense_fallback")
+            if self._fallback is not None and saved:  # this group's link; else timed again
+                self._fallback.restore(saved)
+                self._no_warmup = saved["retime"] is not None
         if state.get("parameter_shapes") is not None:
             self._expected_shapes = collections.Counter(state["parameter_shapes"])
         totals = state.get("totals", {})
@@ -560,6 +608,7 @@ class State:
                            "start_iter": self.start_iter,
                            "min_compression_rate": self.min_compression_rate,
                            "overlap": self.overlap, "log_every": self.log_every,
+                           "dense_fallback": self.dense_fallback,
                            "options": dict(self.options)},
                 "state_dict": self.state_dict()}
 
@@ -573,6 +622,7 @@ class State:
         self.target_density = config["density"]
         self.options = options
         self.log, self.log_every = None, config.get("log_every", 100)  # a callable stays behind
+        self.dense_fallback = config.get("dense_fallback", False)
         self._thread = None
         self._estimator, self._gathers = None, {}
         self._streams = {}
@@ -624,10 +674,19 @@ def hook(state, bucket):
     state._shapes.update(shapes)
     group = state.process_group
     world = group.size()
+    fallback = state._fallback
+    if fallback is not None and state.iter >= state.start_iter:
+        fallback.on_bucket(state, buf, state.iter)
     mode = state._dense_mode(buf.numel(), world, buf.element_size())
     sp = None if mode else state._bucket_sparsifier(bucket_key(bucket), _layout(bucket))
+    if mode == "probe":  # its sparsifier (residual, threshold) waits for the decision
+        state._seen.add(bucket_key(bucket))
+    elif mode is None and fallback is not None:
+        fallback.on_sparse_bucket(state.iter, buf.numel() * buf.element_size())
     index, iteration, last = bucket.index(), state.iter, bucket.is_last()
     if last:
+        if fallback is not None and iteration >= state.start_iter:
+            fallback.on_last(iteration)
         state._end_iteration()
     # CUDA: set_result records an event on the thread's current stream, and DDP's wait on the
     # future makes its own stream wait for that event (and keeps update's memory until then).

@@ -6,6 +6,7 @@ import copy
 import datetime
 import math
 import os
+import pickle
 import time
 
 import torch
@@ -512,3 +513,92 @@ def elastic_velocity_resume(rank, world, path):
     for i, p in enumerate(model.parameters()):
         assert torch.isfinite(p).all()
         assert_same_on_every_rank(p, f"parameter {i} after resuming at {world} ranks")
+
+
+# --- exdyna.ddp.State(dense_fallback=True) ---------------------------------------------------------
+
+def _fake_fallback_clock(state, times):
+    """The link's speed is what the fallback measures; these tests set it: an iteration lasts
+    times["sparse"] or times["dense"] by its mode (times["at_d"] once fresh sparsifiers at d
+    follow a dense warm-up), the sample all-reduce times["exchange"] (the model is smaller than
+    the sample, so that is the predicted dense exchange). The collectives are real."""
+    fb, now = state._fallback, [0.0]
+
+    def clock():
+        sparse = times["sparse"] if fb.retime is None else times["at_d"]
+        now[0] += (times["dense"] if fb.mode(state.iter) else sparse) / 1e3
+        return now[0]
+    measure = fb.measure_exchange
+    fb.clock = clock
+    fb.measure_exchange = lambda st, buf, n: measure(st, buf, n) * 0 + times["exchange"] / 1e3
+
+
+def _modes_by_iteration(model, opt, state, rank, first, last):
+    modes = []
+    for t in range(first, last):
+        train_steps(model, opt, rank, t, t + 1)
+        modes.append({s["mode"] for s in state.stats.values()})
+    return modes
+
+
+def ddp_dense_fallback(rank, world, times, warmup, expect):
+    """dense_fallback's probe and decisions under set iteration times: the probe's iterations and
+    the fallback's are DDP's all-reduce bit for bit, the probe keeps the sparsifiers for a sparse
+    decision, a dense warm-up is followed by sparsifiers at d, and the decision is every rank's
+    and survives state_dict() and pickling."""
+    import warnings
+    import exdyna.ddp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    hooked = DDP(Stable(), bucket_cap_mb=0.25)
+    state = exdyna.ddp.State("exdyna", 0.05, dense_fallback=True, warmup_steps=warmup)
+    hooked.register_comm_hook(state, exdyna.ddp.hook)
+    _fake_fallback_clock(state, times)
+    opt = torch.optim.SGD(hooked.parameters(), lr=0.05, momentum=0.9)
+    end = 28
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        modes = _modes_by_iteration(hooked, opt, state, rank, 0, 14)
+        rebuilds, buckets = state.rebuilds, state.buckets()
+        modes += _modes_by_iteration(hooked, opt, state, rank, 14, end - 2)
+        # from here on, a plain DDP from the same parameters and optimizer must match when dense
+        plain = DDP(copy.deepcopy(hooked.module), bucket_cap_mb=0.25)
+        plain_opt = torch.optim.SGD(plain.parameters(), lr=0.05, momentum=0.9)
+        plain_opt.load_state_dict(opt.state_dict())
+        modes += _modes_by_iteration(hooked, opt, state, rank, end - 2, end)
+    train_steps(plain, plain_opt, rank, end - 2, end)
+    went_dense = [w for w in caught if "dense_fallback" in str(w.message)]
+    found = state.fallback
+    assert modes[:8] == [{"sparse"}] * 8, modes
+    assert found["decision"] == expect, found
+    if times["exchange"] > times["sparse"]:  # the predicted dense exchange ruled the probe out
+        assert modes[8:] == [{"sparse"}] * (end - 8) and found["since"] == 8, modes
+        assert "dense_ms" not in found["summary"] and "sparse since iteration 8" in \
+            state.compression_stats()
+        assert found["summary"]["predicted_dense_ms"] == times["exchange"]
+    else:
+        assert modes[8:14] == [{"probe"}] * 6, modes
+    if warmup and found["since"] != 8 and times["sparse"] >= 0.9 * times["dense"]:
+        # dense through the warm-up, then 5 timed iterations of fresh sparsifiers at d
+        assert modes[14:20] == [{"fallback"}] * 6 and modes[20:26] == [{"sparse"}] * 6, modes
+        assert found["since"] == 26 and found["retime"] == 20
+        assert state.stats[0]["density"] < 0.06 or expect == "dense", state.stats[0]
+    elif found["since"] != 8:
+        assert found["since"] == 14 and found["retime"] is None
+    if expect == "dense":
+        assert modes[found["since"]:] == [{"fallback"}] * (end - found["since"]), modes
+        assert state.buckets() == [] and len(went_dense) == (1 if rank == 0 else 0)
+        for i, (p, q) in enumerate(zip(plain.parameters(), hooked.parameters())):
+            assert torch.equal(p, q), f"parameter {i}: the fallback is not DDP's all-reduce"
+        assert f"dense since iteration {found['since']}" in state.compression_stats()
+    else:
+        assert modes[found["since"]:] == [{"sparse"}] * (end - found["since"]) and not went_dense
+        if found["since"] == 14:  # the probe kept the sparsifiers
+            assert state.rebuilds == rebuilds and buckets == state.buckets()
+    for p in hooked.parameters():
+        assert_same_on_every_rank(p.detach(), "a parameter under dense_fallback")
+    resumed = exdyna.ddp.State("exdyna", 0.05, dense_fallback=True, warmup_steps=warmup)
+    resumed.load_state_dict(state.state_dict())
+    assert resumed.fallback == found and resumed._no_warmup == (found["retime"] is not None)
+    unpickled = pickle.loads(pickle.dumps(state))
+    assert unpickled.dense_fallback and unpickled.fallback == found

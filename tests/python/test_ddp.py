@@ -33,3 +33,19 @@ def test_group_checkpoint_resumes_at_another_world_size(tmp_path):
     ranks.spawn(ranks.elastic_save, 4, tmp_path / "save", path)
     for world in (2, 8):
         ranks.spawn(ranks.elastic_resume, world, tmp_path / f"resume{world}", path)
+
+
+def _times(sparse, dense, exchange, at_d=None):
+    return {"sparse": sparse, "dense": dense, "exchange": exchange, "at_d": at_d}
+
+
+@pytest.mark.parametrize("times, warmup, expect", [
+    (_times(50, 40, 1), 0, "dense"),     # a fast link: the probe's dense iterations are shorter
+    (_times(50, 53, 1), 0, "dense"),     # sparse not 10 % shorter: a dense step learns more
+    (_times(50, 60, 1), 0, "sparse"),    # probed, the sparse iterations are shorter
+    (_times(50, 60, 200), 0, "sparse"),  # a slow link: the predicted dense exchange rules out a probe
+    (_times(50, 40, 1, at_d=30), 20, "sparse"),  # the warm-up was slow, sparse at d is shorter
+    (_times(50, 40, 1, at_d=45), 20, "dense"),   # ... and at d too
+])
+def test_dense_fallback_probes_and_decides_on_every_rank(tmp_path, times, warmup, expect):
+    ranks.spawn(ranks.ddp_dense_fallback, 2, tmp_path, times, warmup, expect)

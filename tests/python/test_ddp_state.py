@@ -136,6 +136,7 @@ def test_half_precision_buckets(one_rank, dtype):
     (dict(start_iter=1.5), ValueError, "start_iter 1.5"),
     (dict(min_compression_rate="2"), ValueError, "min_compression_rate '2'"),
     (dict(overlap=1), TypeError, "overlap 1"),
+    (dict(dense_fallback="yes"), TypeError, "dense_fallback 'yes'"),
     (dict(bogus=1), ValueError, "unknown option 'bogus'"),
     (dict(sparsifier="nonesuch"), ValueError, "nonesuch"),
 ])
