@@ -163,7 +163,7 @@ class State:
     all-reduce, from early in the run: the State times its first sparse iterations (from
     start_iter + 3 on), and if the dense exchange (predicted from one timed all-reduce of up to
     1 MB) could cost at most one sparse iteration more, runs 6 dense probe iterations, and stays
-    sparse for the rest of the run only if a sparse iteration was at least 10 % shorter (a sparse
+    sparse for the rest of the run only if a sparse iteration was at least 25 % shorter (a sparse
     step learns less than a dense one); going dense, the residuals are dropped. Sparse
     iterations timed in the density warm-up (warmup_steps) send more than at d: going dense then
     lasts until the warm-up would have ended, and fresh sparsifiers at d are timed against the

@@ -578,7 +578,7 @@ def ddp_dense_fallback(rank, world, times, warmup, expect):
         assert found["summary"]["predicted_dense_ms"] == times["exchange"]
     else:
         assert modes[8:14] == [{"probe"}] * 6, modes
-    if warmup and found["since"] != 8 and times["sparse"] >= 0.9 * times["dense"]:
+    if warmup and found["since"] != 8 and times["sparse"] >= 0.75 * times["dense"]:
         # dense through the warm-up, then 5 timed iterations of fresh sparsifiers at d
         assert modes[14:20] == [{"fallback"}] * 6 and modes[20:26] == [{"sparse"}] * 6, modes
         assert found["since"] == 26 and found["retime"] == 20

@@ -41,11 +41,11 @@ def _times(sparse, dense, exchange, at_d=None):
 
 @pytest.mark.parametrize("times, warmup, expect", [
     (_times(50, 40, 1), 0, "dense"),     # a fast link: the probe's dense iterations are shorter
-    (_times(50, 53, 1), 0, "dense"),     # sparse not 10 % shorter: a dense step learns more
-    (_times(50, 60, 1), 0, "sparse"),    # probed, the sparse iterations are shorter
-    (_times(50, 60, 200), 0, "sparse"),  # a slow link: the predicted dense exchange rules out a probe
-    (_times(50, 40, 1, at_d=30), 20, "sparse"),  # the warm-up was slow, sparse at d is shorter
-    (_times(50, 40, 1, at_d=45), 20, "dense"),   # ... and at d too
+    (_times(50, 60, 1), 0, "dense"),     # sparse not 25 % shorter: a dense step learns more
+    (_times(50, 70, 1), 0, "sparse"),    # probed, the sparse iterations are shorter
+    (_times(50, 70, 200), 0, "sparse"),  # a slow link: the predicted dense exchange rules out a probe
+    (_times(50, 40, 1, at_d=25), 20, "sparse"),  # the warm-up was slow, sparse at d is shorter
+    (_times(50, 40, 1, at_d=35), 20, "dense"),   # ... and at d not 25 % shorter
 ])
 def test_dense_fallback_probes_and_decides_on_every_rank(tmp_path, times, warmup, expect):
     ranks.spawn(ranks.ddp_dense_fallback, 2, tmp_path, times, warmup, expect)
