@@ -11,7 +11,9 @@ writes rank 0's per-step CSV of each hook.
 Models (Gloo, one thread per rank, the same --seed on every rank):
   cnn   the small CNN of `exdyna train` on Fashion-MNIST (/usr/share/datasets/fashion-mnist),
         215k parameters, batch --batch (32) per rank, SGD lr 0.05 momentum 0.9; accuracy: test
-        accuracy on the first 2,000 test images.
+        accuracy on the first --eval-images (2,000) test images.
+  resnet18  ResNet-18 (examples/resnet18.py: BasicBlock, [2, 2, 2, 2], a 3x3 stem and no max-pool
+        for 28 x 28 images; 11.2M parameters) with the CNN's data, batches, optimizer and measure.
   lstm  a word LSTM language model on the English text of python3.11-doc
         (/usr/share/doc/python3.11/html/_sources): the --vocab (10,000) most frequent words,
         embedding 200, 2 LSTM layers of 200, output layer 200 x V (4.65M parameters at V = 10,000,
@@ -51,6 +53,13 @@ evaluates every W-th held-out example and the ranks add up their counts. Each CS
 FILE.part and renamed to FILE when its hook's run has ended, so FILE exists only for a finished
 run. A failing rank prints the exception and exits 1, leaving the hooks
 after it unrun; the driver records the failure and starts the rest again.
+
+--device cuda puts every rank's model, batches and DDP buckets on the GPU (cuda:LOCAL_RANK modulo
+the GPUs seen: the ranks of a machine with one GPU share cuda:0), still over Gloo, since NCCL
+refuses two ranks on one device; each step and calibration step waits for the device before the
+clock is read. exdyna's hooks then step CUDA buckets, which needs a build with the GPU path
+(exdyna.cuda_built()); the HSDP hooks run on the CPU only. --fashion and --corpus name the data's
+folders where Debian's packages are not installed (scripts/gpu-race-prepare.sh copies them).
 """
 
 import argparse
@@ -73,14 +82,24 @@ import torch.nn.functional as F
 # The user-facing example beside this script (its directory is on sys.path when this runs as a
 # script): the CNN, the IDX reader and PowerSGD's byte count, kept in one place.
 from ddp_fashion_mnist import SmallCnn, powersgd_bytes, read_idx  # noqa: E402
+from resnet18 import ResNet18  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 CORPUS = "/usr/share/doc/python3.11/html/_sources"
+# The models trained on Fashion-MNIST: the CNN's data, batch, optimizer and accuracy.
+IMAGE_MODELS = ("cnn", "resnet18")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["cnn", "lstm", "transformer"], required=True)
+    p.add_argument("--model", choices=["cnn", "resnet18", "lstm", "transformer"], required=True)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the models, batches and DDP buckets live (cuda: Gloo over CUDA "
+                   "tensors; the ranks of a one-GPU machine share it)")
+    p.add_argument("--fashion", default=FASHION, help="the Fashion-MNIST IDX files' folder")
+    p.add_argument("--corpus", default=CORPUS, help="the language models' text (*.txt below it)")
+    p.add_argument("--eval-images", type=int, default=2000,
+                   help="held-out images of cnn and resnet18 (the first N test images)")
     p.add_argument("--hook", action="append", required=True, help="allreduce, fp16, bf16, "
                    "powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp, hsdp-exdyna-dX (repeated: run "
                    "in turn)")
@@ -91,7 +110,7 @@ def parse_args(argv=None):
     p.add_argument("--calibrate", type=int, default=5, help="no_sync steps before training")
     p.add_argument("--budget", type=float, default=0, help="stop a hook's run at the first "
                    "evaluation after this many seconds of training (0: run every step)")
-    p.add_argument("--batch", type=int, help="per rank (cnn 32, lstm and transformer 4)")
+    p.add_argument("--batch", type=int, help="per rank (cnn, resnet18 32; lstm, transformer 4)")
     p.add_argument("--lr", type=float, default=0.0, help="learning rate (cnn 0.05, lstm 20, transformer 1e-3)")
     p.add_argument("--bptt", type=int, default=20)
     p.add_argument("--vocab", type=int, default=10000)
@@ -101,12 +120,12 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=300, help="seconds a collective may block")
     a = p.parse_args(argv)
     if a.steps < 1 or a.eval_every < 1 or a.calibrate < 1 or a.bptt < 2 or a.vocab < 100 \
-            or not a.budget >= 0:
+            or not a.budget >= 0 or not 1 <= a.eval_images <= 10000:
         p.error("--steps, --eval-every, --calibrate >= 1, --bptt >= 2, --vocab >= 100, "
-                "--budget >= 0")
+                "--budget >= 0, --eval-images 1 .. 10000")
     if len(a.csv) != len(a.hook):
         p.error(f"{len(a.hook)} --hook but {len(a.csv)} --csv; expected one --csv per --hook")
-    a.batch = a.batch or (32 if a.model == "cnn" else 4)
+    a.batch = a.batch or (32 if a.model in IMAGE_MODELS else 4)
     for h in a.hook:
         try:
             kind, _ = parse_hook(h, a.steps)  # a bad name fails here, before any collective
@@ -116,7 +135,29 @@ def parse_args(argv=None):
             why = hsdp_unavailable(a.model)
             if why:
                 p.error(f"--hook {h}: {why}")
+        why = device_unavailable(a.device, kind)
+        if why:
+            p.error(f"--device {a.device} with --hook {h}: {why}")
     return a
+
+
+def device_unavailable(device, kind):
+    """Why a hook of this kind cannot run on the device ("" when it can), asked before any rank
+    meets the others, so that a machine without a GPU fails here, naming it, not in a collective."""
+    if device != "cuda":
+        return ""
+    if not torch.cuda.is_available():
+        return (f"torch.cuda.is_available() is False (torch {torch.__version__}, built for CUDA "
+                f"{torch.version.cuda}); expected a GPU and a CUDA build of torch, or --device cpu")
+    if kind == "hsdp":
+        return "the HSDP hooks run on the CPU only; expected --device cpu"
+    if kind == "exdyna":
+        import exdyna
+        if not exdyna.cuda_built():
+            return ("exdyna steps CUDA buckets only in a build with the GPU path "
+                    "(exdyna.cuda_built() is False); rebuild it where nvcc is found "
+                    "(EXDYNA_CUDA=ON)")
+    return ""
 
 
 def hsdp_unavailable(model):
@@ -192,26 +233,27 @@ class TinyGpt(nn.Module):
 
 # Cached: the process trains one model per hook on the same data (nothing here writes to it).
 @functools.lru_cache(maxsize=None)
-def fashion(split):
-    x = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")).copy())
-    y = torch.from_numpy(read_idx(os.path.join(FASHION, f"{split}-labels-idx1-ubyte.gz")).copy())
+def fashion(folder, split):
+    x = torch.from_numpy(read_idx(os.path.join(folder, f"{split}-images-idx3-ubyte.gz")).copy())
+    y = torch.from_numpy(read_idx(os.path.join(folder, f"{split}-labels-idx1-ubyte.gz")).copy())
     x = x.float() / 255.0
     y = y.long()
     return ((x - 0.2860) / 0.3530).unsqueeze(1), y
 
 
 @functools.lru_cache(maxsize=None)
-def corpus_ids(vocab, cache_dir):
+def corpus_ids(vocab, cache_dir, corpus=CORPUS):
     """The corpus as word ids (0: a word outside the vocabulary), cached: every rank reads it."""
     cache = os.path.join(cache_dir, f"lstm-corpus-v{vocab}.pt") if cache_dir else ""
     if cache and os.path.exists(cache):
         return torch.load(cache)
     words = []
-    for path in sorted(glob.glob(os.path.join(CORPUS, "**", "*.txt"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(corpus, "**", "*.txt"), recursive=True)):
         with open(path, encoding="utf-8", errors="replace") as f:
             words.extend(re.findall(r"[a-z]+", f.read().lower()))
     if not words:
-        raise SystemExit(f"ddp_hooks.py: no corpus under {CORPUS} (install python3.11-doc)")
+        raise SystemExit(f"ddp_hooks.py: no corpus under {corpus} (install python3.11-doc, "
+                         "or name its _sources folder with --corpus)")
     common = [w for w, _ in collections.Counter(words).most_common(vocab - 1)]
     index = {w: i + 1 for i, w in enumerate(common)}
     ids = torch.tensor([index.get(w, 0) for w in words], dtype=torch.long)
@@ -222,35 +264,52 @@ def corpus_ids(vocab, cache_dir):
     return ids
 
 
+def rank_device(name):
+    """The rank's device: the CPU, or the GPU of its local rank among those seen (one GPU: all
+    ranks of the machine share cuda:0)."""
+    if name == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+
+
 class Task:
-    """A model, its batches (per rank and step), its loss and its accuracy."""
+    """A model, its batches (per rank and step), its loss and its accuracy. The data stay on the
+    host; a batch moves to the model's device when it is drawn."""
 
     def __init__(self, a, rank, world):
         self.a, self.rank, self.world = a, rank, world
+        self.device = rank_device(a.device)
         torch.manual_seed(a.seed)
-        if a.model == "cnn":
-            self.xtr, self.ytr = fashion("train")
-            xte, yte = fashion("t10k")
-            self.xte, self.yte = xte[:2000], yte[:2000]
-            self.net = SmallCnn()
+        if a.model in IMAGE_MODELS:
+            self.xtr, self.ytr = fashion(a.fashion, "train")
+            xte, yte = fashion(a.fashion, "t10k")
+            self.xte, self.yte = xte[:a.eval_images], yte[:a.eval_images]
+            self.net = SmallCnn() if a.model == "cnn" else ResNet18()
         else:
-            ids = corpus_ids(a.vocab, a.cache_dir)
+            ids = corpus_ids(a.vocab, a.cache_dir, a.corpus)
             cut = int(len(ids) * 0.95)
             self.train_ids, held = ids[:cut], ids[cut:]
             span = a.bptt + 1
             self.test = held[:100 * span].view(100, span)
             self.net = WordLstm(a.vocab) if a.model == "lstm" else TinyGpt(a.vocab, a.bptt)
+        # Initialised on the host from the seed, then moved: every rank starts from equal weights.
+        self.net.to(self.device)
         self.gen = torch.Generator().manual_seed(1 + rank + 1000 * a.seed)
 
     def batch(self):
         a = self.a
-        if a.model == "cnn":
+        if a.model in IMAGE_MODELS:
             idx = torch.randint(len(self.xtr), (a.batch,), generator=self.gen)
-            return self.xtr[idx], self.ytr[idx]
+            return self.xtr[idx].to(self.device), self.ytr[idx].to(self.device)
         span = a.bptt + 1
         starts = torch.randint(len(self.train_ids) - span, (a.batch,), generator=self.gen)
-        chunk = torch.stack([self.train_ids[s:s + span] for s in starts.tolist()])
+        chunk = torch.stack([self.train_ids[s:s + span] for s in starts.tolist()]).to(self.device)
         return chunk[:, :-1], chunk[:, 1:]
+
+    def sync(self):
+        """Waits for the device's queued work, so that a clock read after it counts that work."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def loss(self, model, batch):
         out = model(batch[0])
@@ -261,11 +320,12 @@ class Task:
         equal, so the shares add up to the whole): [hits, summed cross-entropy, examples]."""
         self.net.eval()
         with torch.no_grad():
-            if self.a.model == "cnn":
+            if self.a.model in IMAGE_MODELS:
                 x, y = self.xte[self.rank::self.world], self.yte[self.rank::self.world]
             else:
                 share = self.test[self.rank::self.world]
                 x, y = share[:, :-1], share[:, 1:]
+            x, y = x.to(self.device), y.to(self.device)
             out = self.net(x)
             hits = (out.argmax(-1) == y).sum()
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="sum")
@@ -273,12 +333,12 @@ class Task:
         return [float(hits), float(loss), float(y.numel())]
 
     def clip(self, model=None):
-        if self.a.model != "cnn":
+        if self.a.model not in IMAGE_MODELS:
             torch.nn.utils.clip_grad_norm_((model or self.net).parameters(),
                                            0.25 if self.a.model == "lstm" else 1.0)
 
     def optimizer(self):
-        if self.a.model == "cnn":
+        if self.a.model in IMAGE_MODELS:
             return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 0.05, momentum=0.9)
         if self.a.model == "lstm":
             return torch.optim.SGD(self.net.parameters(), lr=self.a.lr or 20.0)
@@ -334,10 +394,12 @@ def calibrate(model, task, opt, n, no_sync):
     times = []
     for _ in range(n):
         b = task.batch()
+        task.sync()
         t0 = time.perf_counter()
         with no_sync():
             task.loss(model, b).backward()
         task.clip(model)
+        task.sync()
         times.append(1e3 * (time.perf_counter() - t0))
         opt.zero_grad()
     return statistics.median(times)
@@ -433,7 +495,9 @@ def wrap(a, task, kind, param, clock):
         compute_ms = hsdp_compute_ms(a, task, mesh, native=param is None)
         return model, n_params, step_bytes, meta, state, compute_ms
     from torch.nn.parallel import DistributedDataParallel as DDP
-    model = DDP(task.net)
+    # A CUDA module names its one device (the rank's); a CPU module names none.
+    on_gpu = task.device.type == "cuda"
+    model = DDP(task.net, device_ids=[task.device.index] if on_gpu else None)
     step_bytes, meta, state = register(model, kind, param, a.steps, n_params, clock)
     # task.optimizer() is made again for training: calibration's zero_grad is all it needs here.
     compute_ms = calibrate(model, task, task.optimizer(), a.calibrate, model.no_sync)
@@ -448,7 +512,8 @@ def train(a, hook, csv_path, rank, world):
     opt = task.optimizer()
     out = open(csv_path + ".part", "w") if rank == 0 else None
     if out:
-        out.write(f"# model={a.model} hook={hook} world={world} parameters={n_params} "
+        out.write(f"# model={a.model} hook={hook} world={world} device={a.device} "
+                  f"parameters={n_params} "
                   f"torch={torch.__version__} calibrated_compute_ms={compute_ms:.3f} "
                   f"steps={a.steps} budget_s={a.budget:g}"
                   + "".join(f" {k}={v}" for k, v in meta.items()) + "\n")
@@ -456,14 +521,17 @@ def train(a, hook, csv_path, rank, world):
     wall = 0.0
     for step in range(a.steps):
         b = task.batch()
+        task.sync()  # the batch's copy to the device is not the step's
         clock[0] = 0.0
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = task.loss(model, b)
         loss.backward()
         task.clip()
+        task.sync()
         t1 = time.perf_counter()
         opt.step()
+        task.sync()
         t2 = time.perf_counter()
         step_ms, opt_ms, hook_ms = 1e3 * (t2 - t0), 1e3 * (t2 - t1), 1e3 * clock[0]
         wall += (t2 - t0)
@@ -496,6 +564,10 @@ def train(a, hook, csv_path, rank, world):
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(1)
+    if a.device == "cuda":
+        # The hooks' own CUDA work (PowerSGD's matrices, exdyna's stream) on the rank's device.
+        torch.cuda.set_device(rank_device(a.device))
+    # Gloo on either device: NCCL refuses two ranks on one GPU, which a one-GPU race needs.
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.timeout))
     try:
         for hook, csv_path in zip(a.hook, a.csv):

@@ -12,7 +12,8 @@ Per run: step_ms, compute_ms, hook_ms, wait_ms are medians over the steps after 
 (DDP builds its buckets and the hooks their state there); bytes_per_step is the mean over all
 steps; an evaluation's accuracy (and held-out loss) is the mean of it and the two before it (a
 short run's single evaluations are noisy); final_acc and final_val_loss are those at the last
-evaluation. Each model has a measure: the CNN its accuracy; the LSTM its held-out loss (mean
+evaluation. Each model has a measure: the CNN and ResNet-18 their accuracy; the LSTM and the
+transformer their held-out loss (mean
 cross-entropy; its next-word accuracy stays near that of always predicting the commonest word for
 hundreds of steps, so crossing an accuracy target would be chance). time_to_target_s is the
 training wall time (evaluations excluded) at the first evaluation whose measure reaches the
@@ -30,14 +31,16 @@ import statistics
 import subprocess
 import sys
 
-FIELDS = ["model", "workers", "ranks_per_host", "bandwidth", "hook", "seed", "status", "steps",
+FIELDS = ["model", "device", "workers", "ranks_per_host", "bandwidth", "hook", "seed", "status",
+          "steps",
           "step_ms", "compute_ms",
           "hook_ms", "wait_ms", "bytes_per_step", "final_acc", "best_acc", "final_val_loss",
           "best_val_loss", "measure", "target", "time_to_target_s", "torch", "why"]
 # Each model's measure: the CSV column, whether higher is better, its name in the text.
-MEASURE = {"cnn": ("acc", True, "accuracy"), "lstm": ("val_loss", False, "held-out loss"),
+MEASURE = {"cnn": ("acc", True, "accuracy"), "resnet18": ("acc", True, "accuracy"),
+           "lstm": ("val_loss", False, "held-out loss"),
            "transformer": ("val_loss", False, "held-out loss")}
-RUN = re.compile(r"(cnn|lstm|transformer)-(.+)-w([0-9]+)(?:x([0-9]+))?-b([0-9]+[kmg]?bit)"
+RUN = re.compile(r"(cnn|resnet18|lstm|transformer)-(.+)-w([0-9]+)(?:x([0-9]+))?-b([0-9]+[kmg]?bit)"
                  r"(?:-s([0-9]+))?")
 HOOK_ORDER = ["allreduce", "fp16", "bf16", "powersgd", "exdyna-d", "exdyna-sync", "hsdp",
               "hsdp-exdyna"]
@@ -120,6 +123,7 @@ def summarise(run_dir, name):
             status = f.readline().strip()
     meta, rows = read_steps(os.path.join(run_dir, "steps.csv"))
     row["torch"] = meta.get("torch", "")
+    row["device"] = meta.get("device", "cpu")  # a CSV without the field ran on the CPU
     row["steps"] = len(rows)
     if status != "ok":
         row["status"] = "failed"
@@ -354,15 +358,15 @@ def parse_args(argv=None):
     p.add_argument("--gnuplot", default="gnuplot")
     p.add_argument("--command", default="", help="the command that made the runs (for the text)")
     p.add_argument("--target", action="append", default=[], metavar="MODEL=VALUE",
-                   help="a model's target: cnn=ACCURACY in (0, 1], lstm=LOSS or "
-                   "transformer=LOSS (held-out, > 0)")
+                   help="a model's target: cnn=ACCURACY or resnet18=ACCURACY in (0, 1], "
+                   "lstm=LOSS or transformer=LOSS (held-out, > 0)")
     a = p.parse_args(argv)
     a.targets = {}
     for t in a.target:
-        m = re.fullmatch(r"(cnn|lstm|transformer)=([0-9]+\.?[0-9]*)", t)
-        if not m or not 0 < float(m.group(2)) <= (1 if m.group(1) == "cnn" else math.inf):
-            p.error(f"--target '{t}' is not valid; expected cnn=ACCURACY with 0 < ACCURACY <= 1 "
-                    "or lstm=LOSS / transformer=LOSS with LOSS > 0")
+        m = re.fullmatch(r"(cnn|resnet18|lstm|transformer)=([0-9]+\.?[0-9]*)", t)
+        if not m or not 0 < float(m.group(2)) <= (1 if MEASURE[m.group(1)][1] else math.inf):
+            p.error(f"--target '{t}' is not valid; expected cnn=ACCURACY or resnet18=ACCURACY "
+                    "with 0 < ACCURACY <= 1, or lstm=LOSS / transformer=LOSS with LOSS > 0")
         a.targets[m.group(1)] = float(m.group(2))
     if not os.path.isdir(os.path.join(a.out, "runs")):
         p.error(f"--out '{a.out}' has no runs/ directory")
@@ -386,8 +390,9 @@ def write_report(a, summary, tgt, figs, notes):
               "evaluation; time to target: the training wall time (evaluations excluded) at the "
               "first evaluation whose measure reaches the target. The LSTM's measure is its "
               "held-out loss: its next-word accuracy stays near that of always predicting the "
-              "commonest word for hundreds of steps. The hosts share this machine's cores, so "
-              "compute is slower than on W machines.", ""]
+              "commonest word for hundreds of steps. The hosts share this machine's cores (and "
+              f"its one GPU where the device is cuda), so compute is slower than on W machines. "
+              f"Device: {', '.join(sorted({r['device'] for r in summary})) or '(unknown)'}.", ""]
     for model, (value, how) in sorted(tgt.items()):
         lines.append(f"- target of **{model}**: {MEASURE[model][2]} "
                      f"{'at least' if MEASURE[model][1] else 'at most'} {value:.4f} ({how}), "

@@ -21,6 +21,13 @@
 #   py-errors    tests/gpu/python_errors.py: the refusals that cross the extension as Python
 #                exceptions, one process each, a dying one's backtrace taken with cuda-gdb
 #   py-errors-wheel  the same with a wheel built elsewhere (GPU_CHECK_WHEEL), in its own venv
+#   race-links   only when GPU_CHECK_ONLY names it (about 6 minutes): GPUs over emulated links,
+#                scripts/gpu-race-links.sh: scripts/gpu-links-probe.sh (namespaces, veth, tc, the
+#                GPU inside a namespace; "skipped" with the failing command where refused), then
+#                `exdyna compare --ddp --ddp-device cuda` with 4 hosts sharing the GPU over Gloo,
+#                ResNet-18 and the transformer, allreduce, bf16, powersgd-r4, exdyna-d0.01, at 1
+#                and 10 Gbit/s. Needs .gpu-data from scripts/gpu-race-prepare.sh, carried (the
+#                exdyna command built without Debian's dev packages, Fashion-MNIST, the corpus)
 #   pytest-cuda  tests/python/test_cuda.py with EXDYNA_REQUIRE_CUDA=1 (a skip is a failure)
 #   bench-select bench/gpu/select_vs_topk.py --out OUTDIR/select_vs_topk.json
 #   bench-ddp    bench/gpu/ddp_resnet18.py --out OUTDIR/ddp_resnet18.json
@@ -33,7 +40,14 @@
 # Writes into OUTDIR (at most 8 files): gpu-check.log (everything), results.json (every stage's
 # status, exit code and seconds, the environment, the pytest results and the benchmarks' JSON),
 # kernels.json, select_vs_topk.json, ddp_resnet18.json, ddp_ab.json, pytest-cuda.xml,
-# pytest-cpu.xml.
+# pytest-cpu.xml; race-links adds race-links-report.md, race-links-summary.csv and
+# race-links.tar.gz (so it runs alone: the device tool brings 8 files back).
+#
+# The race, prepared here and run there (15 minutes of device time: about 1.5 to start the
+# machine, 2 to 3 for env and the CUDA pip build, 6 for the race):
+#   bash scripts/gpu-race-prepare.sh      # here, once: .gpu-data (about 31 MiB)
+#   device run, carry [".gpu-data"], timeout_s 600:
+#   GPU_CHECK_ONLY=race-links GPU_CHECK_SKIP_CPP=1 GPU_CHECK_BUDGET_S=560 bash scripts/gpu-check.sh $OUT
 # Ends with a short summary. Exit status 0 when every stage that ran passed, 1 otherwise.
 #
 # Environment: GPU_CHECK_BUDGET_S (default 450: the stages' time in all; each stage's timeout is
@@ -312,6 +326,23 @@ else
 fi
 
 # --- the Python package on the GPU -----------------------------------------------------------------
+# race-links runs only when GPU_CHECK_ONLY names it: its 6 minutes do not fit beside the rest.
+# compare is stopped a minute before the budget ends (at most 330 s), so the report of the runs
+# that finished is still written.
+race_links() {
+  case " ${GPU_CHECK_ONLY:-} " in
+    *" race-links "*) ;;
+    *)
+      skip race-links "runs only when GPU_CHECK_ONLY names it (about 6 minutes)"
+      return 0
+      ;;
+  esac
+  local limit=$(($(left) - 60))
+  ((limit > 330)) && limit=330
+  stage race-links 400 bash -c "cd /tmp && RACE_PYTHON='$VPY' RACE_LIMIT_S=$limit \
+    bash '$REPO/scripts/gpu-race-links.sh' '$OUTDIR'"
+}
+
 # Everything Python runs from /tmp, so `import exdyna` finds the installed package, not the tree.
 if stage_ok pip-install; then
   stage py-import 60 bash -c "cd /tmp && '$VPY' -c 'import torch, exdyna
@@ -325,6 +356,7 @@ assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
   GDB=()
   command -v cuda-gdb >/dev/null 2>&1 && GDB=(--gdb cuda-gdb)
   stage py-errors 120 bash -c "cd /tmp && '$VPY' '$REPO/tests/gpu/python_errors.py' ${GDB[*]}"
+  race_links
   if [ -n "${GPU_CHECK_WHEEL:-}" ]; then
     stage py-errors-wheel 90 bash -c "$(declare -f wheel_probe); VPY='$VPY' REPO='$REPO' WHEEL='$GPU_CHECK_WHEEL' wheel_probe"
   fi
@@ -357,14 +389,14 @@ assert exdyna.cuda_built(), \"the installed extension has no GPU path\"'"
     --ignore='$REPO/tests/python/test_cuda.py' \
     '$REPO/tests/python'"
 else
-  for s in py-import pytest-cuda bench-select bench-ddp pytest-cpu; do
+  for s in py-import race-links pytest-cuda bench-select bench-ddp pytest-cpu; do
     skip "$s" "pip-install did not succeed"
   done
 fi
 
 # --- results.json and the summary ------------------------------------------------------------------
 "$PY" - "$OUTDIR" "$STAGES" "$WORK/env.json" "$(($(date +%s) - START))" "$LOG" <<'EOF' 2>&1 | tee -a "$LOG"
-import json, os, sys
+import csv, json, os, sys
 import xml.etree.ElementTree as ET
 
 out, stages_tsv, env_json, total, log = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
@@ -437,6 +469,8 @@ results = {
     "select_vs_topk": load(os.path.join(out, "select_vs_topk.json")),
     "ddp_resnet18": load(os.path.join(out, "ddp_resnet18.json")),
     "ddp_ab": load(os.path.join(out, "ddp_ab.json")),
+    "race_links": (list(csv.DictReader(open(os.path.join(out, "race-links-summary.csv"))))
+                   if os.path.exists(os.path.join(out, "race-links-summary.csv")) else None),
 }
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
@@ -499,6 +533,10 @@ if isinstance(ab, dict):
             ", ".join(f"{k} {r:.3f}" for k, r in b.get("ratios", {}).items()))
     for e in ab.get("errors", [])[:3]:
         print(f"    error: {e[:300]}")
+for r in results["race_links"] or []:
+    ttt = f"{float(r['time_to_target_s']):.1f} s" if r["time_to_target_s"] else "not reached"
+    print(f"  race {r['model']:<11} {r['bandwidth']:<7} {r['hook']:<13} {r['status']:<6} "
+          f"step {r['step_ms'] or '-'} ms, to target {ttt}" + (f"  {r['why'][:200]}" if r["why"] else ""))
 print(f"  files: {', '.join(sorted(os.listdir(out)))}")
 print(f"GPU CHECK {'PASSED' if results['ok'] else 'FAILED'}")
 sys.exit(0 if results["ok"] else 1)

@@ -76,6 +76,39 @@ case "$case_name" in
       { echo "the message does not name the hook and FSDP2:"; cat "$tmp/stderr"; exit 1; }
     [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
     ;;
+  ddp_bad_device)
+    # --ddp-device is cpu or cuda; another value is refused by name before any interpreter runs,
+    # and so are the HSDP hooks on the GPU.
+    "$exe" compare --ddp --ddp-device gpu --python /nonexistent/python3 --out "$tmp/out" \
+      >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] || { echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF -- "--ddp-device 'gpu' is not a device; expected cpu or cuda" "$tmp/stderr" ||
+      { echo "the message does not name the value:"; cat "$tmp/stderr"; exit 1; }
+    "$exe" compare --ddp --ddp-device cuda --ddp-models transformer --ddp-hooks hsdp \
+      --ddp-ranks-per-host 2 --python /nonexistent/python3 --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -qF -- "--ddp-hooks hsdp: the HSDP hooks run on the CPU only" "$tmp/stderr" ||
+      { echo "hsdp on cuda: exit $rc"; cat "$tmp/stderr"; exit 1; }
+    [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
+    ;;
+  ddp_cuda_unavailable)
+    # --ddp-device cuda where the ranks' torch sees no GPU: refused before any run, naming it.
+    py=${PYTHON:-python3}
+    if ! "$py" -c 'import torch, exdyna.ddp' 2>/dev/null; then
+      echo "SKIP: $py cannot import torch and exdyna.ddp"; exit 77
+    fi
+    if "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+      echo "SKIP: $py's torch sees a GPU (the refusal needs a machine without one)"; exit 77
+    fi
+    "$exe" compare --ddp --ddp-device cuda --ddp-models resnet18 --ddp-hooks allreduce \
+      --python "$py" --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [[ $rc -eq 2 ]] || { echo "expected exit 2, got $rc"; cat "$tmp/stdout" "$tmp/stderr"; exit 1; }
+    grep -qF -- "--ddp-device cuda: the torch of --python $py sees no GPU" "$tmp/stderr" ||
+      { echo "the message does not name the device and the interpreter:"; cat "$tmp/stderr"; exit 1; }
+    [[ ! -e "$tmp/out/launches" ]] || { echo "it launched runs"; exit 1; }
+    ;;
   ddp_none_trained)
     # Every run failing is the comparison's failure (exit 1), not only rows of the report.
     if ! ip netns add "exdprobe$$" 2>"$tmp/probe"; then

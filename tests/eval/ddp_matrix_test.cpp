@@ -31,6 +31,7 @@ TEST(DdpMatrix, AcceptsEveryDefaultHookAndRefusesOthersByName) {
   }
   EXPECT_NO_THROW(check_ddp_model("lstm"));
   EXPECT_NO_THROW(check_ddp_model("transformer"));
+  EXPECT_NO_THROW(check_ddp_model("resnet18"));
   EXPECT_THROW(check_ddp_model("resnet"), InvalidArgument);
 }
 
@@ -63,6 +64,19 @@ TEST(DdpMatrix, HsdpHooksNeedRanksPerHostAndTheTransformer) {
         check_hsdp_setting({"hsdp"}, {"transformer", "lstm"}, 2);
       },
       {"--ddp-hooks hsdp", "--ddp-models transformer", "'lstm'"});
+}
+
+TEST(DdpMatrix, DeviceIsCpuOrCudaAndOthersAreRefusedByName) {
+  EXPECT_NO_THROW(check_ddp_device("cpu"));
+  EXPECT_NO_THROW(check_ddp_device("cuda"));
+  for (const char* d : {"gpu", "CUDA", "cuda:0", "", "mps"})
+    expect_refused([&] { check_ddp_device(d); },
+                   {"--ddp-device", (std::string("'") + d + "'").c_str(), "expected cpu or cuda"});
+}
+
+TEST(DdpMatrix, ResNetIsAnImageModelAsTheCnn) {
+  EXPECT_TRUE(is_image_model("cnn") && is_image_model("resnet18"));
+  EXPECT_FALSE(is_image_model("lstm") || is_image_model("transformer"));
 }
 
 TEST(DdpMatrix, TorchrunRunsRanksPerHostOnEveryNode) {

@@ -133,3 +133,53 @@ def test_hsdp_hooks_run_on_two_nodes_of_two_ranks(tmp_path):
         last[path] = int(steps[-1]["bytes"])
     # after the density warm-up (2 steps) d = 0.01 sends a few percent of the dense shards
     assert last[sparse] < last[dense] / 5, last
+
+
+REPORT = os.path.join(os.path.dirname(SCRIPT), "ddp_hooks_report.py")
+
+
+def test_resnet18_trains_on_the_cpu_and_the_report_measures_its_accuracy(tmp_path):
+    """ResNet-18 (11,172,810 parameters on one channel and 10 classes) for 2 steps with DDP's
+    all-reduce and exdyna's hook; the report reads the run as the CNN's, by accuracy."""
+    runs = tmp_path / "out" / "runs"
+    dense, sparse = runs / "resnet18-allreduce-w1-b1gbit", runs / "resnet18-exdyna-d0.01-w1-b1gbit"
+    for d in (dense, sparse):
+        d.mkdir(parents=True)
+        (d / "status.txt").write_text("ok\n")
+    r = run(tmp_path, "--model", "resnet18", "--steps", "2", "--eval-every", "2", "--batch", "4",
+            "--eval-images", "16", "--hook", "allreduce", "--csv", str(dense / "steps.csv"),
+            "--hook", "exdyna-d0.01", "--csv", str(sparse / "steps.csv"))
+    assert r.returncode == 0, r.stderr
+    for d in (dense, sparse):
+        meta, steps = rows(d / "steps.csv")
+        assert "model=resnet18" in meta and "device=cpu" in meta, meta
+        assert "parameters=11172810 " in meta, meta
+        assert [s["step"] for s in steps] == ["0", "1"]
+        assert 0 <= float(steps[-1]["acc"]) <= 1 and int(steps[-1]["bytes"]) > 0
+    assert int(rows(dense / "steps.csv")[1][0]["bytes"]) == 4 * 11172810
+    rep = subprocess.run([sys.executable, REPORT, "--out", str(tmp_path / "out"), "--gnuplot",
+                          "/nonexistent/gnuplot"], capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    with open(tmp_path / "out" / "summary.csv") as f:
+        summary = {s["hook"]: s for s in csv.DictReader(f)}
+    assert set(summary) == {"allreduce", "exdyna-d0.01"}
+    for s in summary.values():
+        assert (s["model"], s["device"], s["measure"], s["status"]) == \
+            ("resnet18", "cpu", "accuracy", "ok"), s
+        # the CNN's target: 95 % of plain DDP's best accuracy, not 105 % of a held-out loss
+        assert float(s["target"]) == round(0.95 * float(summary["allreduce"]["best_acc"]), 4)
+
+
+def test_device_cuda_without_a_gpu_fails_naming_it(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this torch sees a GPU (the refusal needs a machine without one)")
+    r = run(tmp_path, "--device", "cuda", "--steps", "2", "--hook", "allreduce", "--csv", "x.csv")
+    assert r.returncode == 2, r.stderr
+    assert "--device cuda with --hook allreduce: torch.cuda.is_available() is False" in r.stderr
+    assert not list(tmp_path.glob("x.csv*"))
+
+
+def test_a_device_other_than_cpu_or_cuda_is_refused_by_name(tmp_path):
+    r = run(tmp_path, "--device", "gpu", "--steps", "2", "--hook", "allreduce", "--csv", "x.csv")
+    assert r.returncode == 2 and "--device: invalid choice: 'gpu'" in r.stderr, r.stderr

@@ -81,6 +81,30 @@ void check_fsdp2(const std::vector<std::string>& hooks, const std::string& pytho
                      python, " lacks it");
 }
 
+// --ddp-device by name, and with the HSDP hooks, which the script runs on the CPU only.
+std::string checked_device(const std::string& device, const std::vector<std::string>& hooks) {
+  eval::check_ddp_device(device);
+  for (const auto& h : hooks)
+    EXDYNA_CHECK_ARG(device == "cpu" || !eval::is_hsdp_hook(h), "--ddp-hooks ", h,
+                     ": the HSDP hooks run on the CPU only; expected --ddp-device cpu, not '",
+                     device, "'");
+  return device;
+}
+
+// --ddp-device cuda is refused here, before any run, where the ranks' torch sees no GPU (every run
+// would fail alike).
+void check_cuda(const std::string& device, const std::string& python) {
+  if (device != "cuda") return;
+  const bool seen =
+      std::system((shell_quoted(python) +
+                   " -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null "
+                   "2>&1")
+                      .c_str()) == 0;
+  EXDYNA_CHECK_ARG(seen, "--ddp-device cuda: the torch of --python ", python,
+                   " sees no GPU (torch.cuda.is_available() is False); expected a machine with a "
+                   "GPU and a CUDA build of torch, or --ddp-device cpu");
+}
+
 // The scripts live in the source tree's examples/ (EXDYNA_SOURCE_DIR, set by CMake); an installed
 // exdyna names them with --ddp-script and --ddp-report-script.
 std::string source_file(const std::string& given, const char* name, const char* option) {
@@ -103,8 +127,10 @@ eval::DdpOptions ddp_options(const CompareDdpArgs& d, const CompareCommon& c) {
                    d.ranks_per_host, " is not valid; expected 1 .. 16");
   o.ranks_per_host = d.ranks_per_host;
   eval::check_hsdp_setting(o.hooks, o.models, o.ranks_per_host);
+  o.device = checked_device(d.device, o.hooks);
   o.python = pick_python(d.python);
   check_fsdp2(o.hooks, o.python);
+  check_cuda(o.device, o.python);
   o.script = source_file(d.script, "ddp_hooks.py", "--ddp-script");
   for (const auto& w : c.workers) o.workers.push_back(parse_int_in(w, "--workers", 1, 64));
   for (const auto& b : c.bandwidth) o.bandwidths.push_back(eval::parse_rate(b, "--bandwidth"));
@@ -156,8 +182,9 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                 "torchrun node per emulated host (docs/compare.md)")
       ->group(g);
   sub->add_option("--ddp-models", d.models,
-                  "cnn (Fashion-MNIST), lstm (python-doc word LM), transformer (a "
-                  "decoder-only LM on the same words; not in the default run)")
+                  "cnn (Fashion-MNIST), resnet18 (ResNet-18 on the same images), lstm "
+                  "(python-doc word LM), transformer (a decoder-only LM on the same words); "
+                  "resnet18 and transformer are not in the default run")
       ->delimiter(',')
       ->group(g);
   sub->add_option("--ddp-hooks", d.hooks,
@@ -172,6 +199,11 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                   "the host's loopback, the hosts over the shaped links; HSDP shards over a "
                   "host's ranks and replicates across the hosts")
       ->group(g);
+  sub->add_option("--ddp-device", d.device,
+                  "cpu (default) or cuda: every rank's model and DDP buckets on the GPU, still "
+                  "over Gloo, so ranks may share one GPU (NCCL refuses that); exdyna's hooks then "
+                  "need a package built with the GPU path")
+      ->group(g);
   sub->add_option("--python", d.python,
                   "interpreter with torch and exdyna for the ranks (default: the first of the "
                   "active venv's, the one the build found and python3 that imports both)")
@@ -182,7 +214,8 @@ void add_compare_ddp_options(CLI::App* sub, CompareDdpArgs& d) {
                   "the report script (examples/ddp_hooks_report.py)")
       ->group(g);
   sub->add_option("--ddp-steps", d.steps,
-                  "training steps per run (default cnn 200, lstm and transformer 100; --quick 12)")
+                  "training steps per run (default cnn and resnet18 200, lstm and transformer "
+                  "100; --quick 12)")
       ->group(g);
   sub->add_option("--ddp-budget", d.budget_s,
                   "seconds of training after which a run stops at its next evaluation, so the "

@@ -11,6 +11,7 @@ namespace exdyna::apps {
 struct CompareDdpArgs {
   bool ddp = false;
   std::vector<std::string> models;  // empty: cnn, lstm (cnn with --quick)
+  std::string device = "cpu";       // the script's --device: cpu or cuda
   std::vector<std::string> hooks;   // empty: eval::default_ddp_hooks()
   std::string
       python;  // empty: the first interpreter that imports torch and exdyna (compare_ddp.cpp)

@@ -22,8 +22,18 @@ std::vector<std::string> default_ddp_hooks() {
 }
 
 void check_ddp_model(const std::string& model) {
-  EXDYNA_CHECK_ARG(model == "cnn" || model == "lstm" || model == "transformer", "--ddp-models: '",
-                   model, "' is not a model; expected cnn, lstm or transformer");
+  EXDYNA_CHECK_ARG(is_image_model(model) || model == "lstm" || model == "transformer",
+                   "--ddp-models: '", model,
+                   "' is not a model; expected cnn, resnet18, lstm or transformer");
+}
+
+bool is_image_model(const std::string& model) {
+  return model == "cnn" || model == "resnet18";
+}
+
+void check_ddp_device(const std::string& device) {
+  EXDYNA_CHECK_ARG(device == "cpu" || device == "cuda", "--ddp-device '", device,
+                   "' is not a device; expected cpu or cuda");
 }
 
 void check_ddp_hook(const std::string& hook) {
@@ -134,12 +144,13 @@ RankCommand node_command(const DdpOptions& o, const HostSet& hosts, int node, co
   rc.argv = hosts.exec_prefix(node);
   const auto launcher = torchrun_argv(o, hosts.size(), node, hosts.address(0), port);
   rc.argv.insert(rc.argv.end(), launcher.begin(), launcher.end());
-  rc.argv.insert(rc.argv.end(),
-                 {fs::absolute(o.script).string(), "--model", l.model, "--steps",
-                  std::to_string(l.model == "cnn" ? o.steps_cnn : o.steps_lstm), "--seed",
-                  std::to_string(l.seed), "--eval-every", std::to_string(o.eval_every), "--budget",
-                  std::to_string(o.budget_s), "--cache-dir", fs::absolute(o.out_dir).string(),
-                  "--timeout", std::to_string(collective_timeout_s(o))});
+  rc.argv.insert(
+      rc.argv.end(),
+      {fs::absolute(o.script).string(), "--model", l.model, "--steps",
+       std::to_string(is_image_model(l.model) ? o.steps_cnn : o.steps_lstm), "--device", o.device,
+       "--seed", std::to_string(l.seed), "--eval-every", std::to_string(o.eval_every), "--budget",
+       std::to_string(o.budget_s), "--cache-dir", fs::absolute(o.out_dir).string(), "--timeout",
+       std::to_string(collective_timeout_s(o))});
   for (std::size_t i = 0; i < l.hooks.size(); ++i)
     rc.argv.insert(rc.argv.end(), {"--hook", l.hooks[i], "--csv",
                                    fs::absolute(l.run_dirs[i] / "steps.csv").string()});

@@ -30,15 +30,20 @@
 namespace exdyna::eval {
 
 struct DdpOptions {
-  std::string python = "python3";         // the interpreter with torch (and exdyna) for the ranks
-  std::filesystem::path script;           // examples/ddp_hooks.py
-  std::vector<std::string> models;        // cnn, lstm, transformer
+  std::string python = "python3";   // the interpreter with torch (and exdyna) for the ranks
+  std::filesystem::path script;     // examples/ddp_hooks.py
+  std::vector<std::string> models;  // cnn, resnet18, lstm, transformer
+  // The script's --device: cpu, or cuda (every rank's model and buckets on the GPU of its local
+  // rank, still over Gloo: the ranks of a one-GPU machine share it, which NCCL refuses).
+  std::string device = "cpu";
   std::vector<std::string> hooks;         // the script's hook names
   std::vector<int> workers;               // hosts per setting
   int ranks_per_host = 1;                 // torchrun's --nproc_per_node on every host
   std::vector<std::uint64_t> bandwidths;  // link rates, bits per second
   // Training steps per model (the same for every hook, so the runs reach the same target).
-  int steps_cnn = 150, steps_lstm = 150;  // steps_lstm: both language models (lstm, transformer)
+  // steps_cnn: both image models (cnn, resnet18); steps_lstm: both language models (lstm,
+  // transformer).
+  int steps_cnn = 150, steps_lstm = 150;
   int eval_every = 10;
   // Training seconds after which a run stops at its next evaluation (0: none): every hook gets
   // the same time, and a dense hook on a slow link does not hold the matrix for many minutes.
@@ -52,11 +57,15 @@ struct DdpOptions {
 
 // The hooks of the default head-to-head, in the report's order.
 std::vector<std::string> default_ddp_hooks();
-// "cnn", "lstm" or "transformer", else InvalidArgument naming the value; a hook name the script
-// accepts (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp, hsdp-exdyna-dX),
-// else InvalidArgument.
+// "cnn", "resnet18", "lstm" or "transformer", else InvalidArgument naming the value; a hook name
+// the script accepts (allreduce, fp16, bf16, powersgd-rN, exdyna-dX, exdyna-sync-dX, hsdp,
+// hsdp-exdyna-dX), else InvalidArgument.
 void check_ddp_model(const std::string& model);
 void check_ddp_hook(const std::string& hook);
+// "cpu" or "cuda" (the script's --device), else InvalidArgument naming the value.
+void check_ddp_device(const std::string& device);
+// Whether the model trains on Fashion-MNIST (cnn, resnet18): it takes the image models' steps.
+bool is_image_model(const std::string& model);
 // Whether the hook shards the model with FSDP2 (hsdp, hsdp-exdyna-dX).
 bool is_hsdp_hook(const std::string& hook);
 // An HSDP hook needs a shard group inside each host (ranks_per_host >= 2) and the model the
