@@ -45,7 +45,7 @@
 #
 # The race, prepared here and run there (15 minutes of device time: about 1.5 to start the
 # machine, 2 to 3 for env and the CUDA pip build, 6 for the race):
-#   bash scripts/gpu-race-prepare.sh      # here, once: .gpu-data (about 31 MiB)
+#   bash scripts/gpu-race-prepare.sh      # here, once: .gpu-data (about 36 MiB)
 #   device run, carry [".gpu-data"], timeout_s 600:
 #   GPU_CHECK_ONLY=race-links GPU_CHECK_SKIP_CPP=1 GPU_CHECK_BUDGET_S=560 bash scripts/gpu-check.sh $OUT
 # Ends with a short summary. Exit status 0 when every stage that ran passed, 1 otherwise.
