@@ -11,7 +11,7 @@
 #
 #   bash scripts/gpu-race-prepare.sh
 #
-# Builds in build-gpu-race-cli/ (ignored). About 31 MiB in all, under the tool's 64 MiB. Exit 0
+# Builds in build-gpu-race-cli/ (ignored). About 36 MiB in all, under the tool's 64 MiB. Exit 0
 # when every part is in place and the command starts; 1 with the reason otherwise.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
