@@ -28,7 +28,8 @@ Hooks: allreduce (DDP with no hook: its C++ all-reduce), fp16, bf16 (PyTorch's
 fp16_compress_hook, bf16_compress_hook), powersgd-rN (powerSGD_hook, rank N, error feedback and
 warm start, start_powerSGD_iter = 10 % of --steps as PowerSGDState's documentation advises, at
 least 2), exdyna-dX (exdyna.ddp.hook, State(density=X), the exact controller, overlapped, with
-the density warm-up over the same share of steps: warmup_steps = 10 % of --steps, at least 2),
+the density warm-up over the same share of steps: warmup_steps = 10 % of --steps, at least 2,
+and dense_fallback=True: all-reduced densely where a dense iteration proved not slower),
 exdyna-sync-dX (the same with overlap=False). Hybrid sharding (HSDP, FSDP2; the transformer only,
 torch >= 2.7, torchrun --nproc_per_node P >= 2 ranks per node): the mesh is (nodes, P) with names
 ("replicate", "shard"), so a node's ranks form the shard group and the replicas span the nodes;
@@ -371,8 +372,9 @@ def register(model, kind, param, steps, n_params, clock):
         # accuracy lags": without it d = 0.001 diverges on the CNN).
         warmup = max(2, steps // 10)
         meta["warmup_steps"] = warmup
+        # dense_fallback as docs/python.md advises for training: dense where it is not slower.
         state = exdyna.ddp.State(density=density, overlap=overlap, controller="exact",
-                                 warmup_steps=warmup)
+                                 warmup_steps=warmup, dense_fallback=True)
         hook, seen = exdyna.ddp.hook, [0]
 
         def per_step(step):
@@ -554,6 +556,8 @@ def train(a, hook, csv_path, rank, world):
             raise RuntimeError(f"loss {float(loss)} at step {step}: training diverged")
         if stop:
             break
+    if out and hasattr(state, "compression_stats"):
+        print(state.compression_stats(), flush=True)  # with dense_fallback's decision
     if hasattr(state, "close"):
         state.close()  # exdyna's communication thread: the next hook's run starts without it
     if out:
