@@ -81,12 +81,12 @@ class DenseFallback:
             self.origin = iteration
         j = self._phase(iteration)
         if self.retime is not None:
-            if j == self.retime - self.origin + 1 + SPARSE:
-                self._decide_at_d(state, buf, iteration)
-        elif j == SKIP + SPARSE:
-            self._gate(state, buf, iteration)
-        elif j == SKIP + SPARSE + PROBE:
-            self._decide(state, buf, iteration)
+            step = self._decide_at_d if j == self.retime - self.origin + 1 + SPARSE else None
+        else:
+            step = {SKIP + SPARSE: self._gate, SKIP + SPARSE + PROBE: self._decide}.get(j)
+        if step is not None:
+            state._drain()  # nothing of the previous iteration is in flight: the collectives next
+            step(state, buf, iteration)
 
     def on_sparse_bucket(self, iteration, dense_bytes):
         """A bucket that goes sparse: what its dense all-reduce would carry."""
@@ -122,7 +122,6 @@ class DenseFallback:
         return time.perf_counter() - t0
 
     def _group_mean(self, state, buf, values):
-        state._drain()  # nothing of the previous iteration is in flight: the collective is next
         device = buf.device if buf.is_cuda else torch.device("cpu")
         t = torch.tensor(values, dtype=torch.float64, device=device)
         group = state.process_group
@@ -134,7 +133,6 @@ class DenseFallback:
 
     def _gate(self, state, buf, iteration):
         dense_bytes = max(self.dense_bytes.values()) if self.dense_bytes else 0
-        state._drain()
         elements = max(1, min(SAMPLE, dense_bytes // 4))
         seconds = self.measure_exchange(state, buf, elements)
         predicted = 1e3 * seconds * dense_bytes / (4 * elements)
@@ -156,7 +154,7 @@ class DenseFallback:
         else:  # dense through the warm-up, then sparse at d timed once more
             self.retime = max(iteration, self.origin + self.warmup_steps)
             self.sparse_ms, self.dense_bytes = [], {}
-            state._drop_sparsifiers(warmup=False)
+            state._drop_sparsifiers()
 
     def _decide_at_d(self, state, buf, iteration):
         (self.summary["sparse_ms"],) = self._group_mean(state, buf, [self._sparse_median()])
@@ -165,7 +163,7 @@ class DenseFallback:
     def _final(self, state, choice, iteration):
         self.decision, self.since = choice, iteration
         if choice == "dense":  # the sparsifiers are not stepped again
-            state._drop_sparsifiers(warmup=False)
+            state._drop_sparsifiers()
             if dist.get_rank(state.process_group) == 0:
                 warnings.warn(f"exdyna.ddp.State(dense_fallback=True): a dense iteration took "
                               f"{self.summary['dense_ms']:.1f} ms against a sparse one's "

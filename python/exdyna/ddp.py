@@ -199,8 +199,6 @@ class State:
     accepts only a state_dict() and its configuration.
     """
 
-    _no_warmup = False  # dense_fallback went dense through the warm-up: sparsifiers start at d
-
     def __init__(self, sparsifier="exdyna", density=0.01, process_group=None, *, start_iter=0,
                  min_compression_rate=2.0, overlap=True, optimizer=None, log=None, log_every=100,
                  dense_fallback=False, **options):
@@ -226,6 +224,7 @@ class State:
         self.start_iter = start_iter
         self.min_compression_rate = float(min_compression_rate)
         self._thread = None  # the communication thread, started on the first overlapped bucket
+        self._fallback = None  # dense_fallback's DenseFallback (made by _reset)
         self._estimator = None  # a sparsifier of these options, for sparse_bytes (never stepped)
         self._gathers = {}  # (n_g, world_size) -> its all-gathers' bytes
         self._streams = {}  # device index -> the communication thread's CUDA stream
@@ -293,14 +292,12 @@ class State:
         self.rebuilds = 0
         self._fallback = (DenseFallback(self.options.get("warmup_steps", 0))
                           if self.dense_fallback else None)
-        self._no_warmup = False
 
-    def _drop_sparsifiers(self, warmup=True):
+    def _drop_sparsifiers(self):
         """dense_fallback's dense iterations: the buckets' sparsifiers are not stepped (their
-        residuals dropped); warmup=False makes the next ones start at d."""
+        residuals dropped)."""
         self._buckets.clear()
         self._layout.clear()
-        self._no_warmup = self._no_warmup or not warmup
 
     @property
     def process_group(self):
@@ -311,8 +308,8 @@ class State:
 
     def _make(self, key=None):
         options = {**self.options, **self._bucket_options.get(key, {})} if key else self.options
-        if self._no_warmup:
-            options = {**options, "warmup_steps": 0}
+        if self._fallback is not None and self._fallback.retime is not None:
+            options = {**options, "warmup_steps": 0}  # dense through the warm-up: start at d
         options = _hook_options(options, self.target_density)
         return Sparsifier(self.sparsifier, self.target_density, self.process_group, **options)
 
@@ -549,7 +546,6 @@ class State:
             saved = state.get("dense_fallback")
             if self._fallback is not None and saved:  # this group's link; else timed again
                 self._fallback.restore(saved)
-                self._no_warmup = saved["retime"] is not None
         if state.get("parameter_shapes") is not None:
             self._expected_shapes = collections.Counter(state["parameter_shapes"])
         totals = state.get("totals", {})
@@ -624,6 +620,7 @@ class State:
         self.log, self.log_every = None, config.get("log_every", 100)  # a callable stays behind
         self.dense_fallback = config.get("dense_fallback", False)
         self._thread = None
+        self._fallback = None
         self._estimator, self._gathers = None, {}
         self._streams = {}
         self._group = None
