@@ -6,7 +6,7 @@
 // cold ladder, 33 rungs at 4 per octave, 257 rungs at 1024 per octave, a ladder from 0, a ladder at
 // the top of the floats); cuts at rung 0, the top rung and the rungs that hold values, with quota
 // 0, 1, a part and the whole bin; offsets 0, large, and wrapping past 2^32; a misaligned partition
-// pointer for the scalar paths).
+// pointer for the scalar paths; the exact controller's plan from gathered ladder slots).
 //
 // Plain main, no test framework: exits 0 when everything matched, 1 on the first mismatch (printed
 // with what differs), 77 when no CUDA device is present (CTest: skipped), 2 on bad arguments.
@@ -27,7 +27,9 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/device_plan.hpp"
 #include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
+#include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
 #include "exdyna/sparsifiers/exdyna/partition.hpp"
 #include "exdyna/sparsifiers/exdyna/selection.hpp"
 
@@ -476,6 +478,102 @@ void check_updates(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng,
   }
 }
 
+// plan_counts (the plan on the device) against decode_ladder, plan_worker_counts and own_cut on the
+// same gathered slots: random ladders of 1 to 200 workers (some empty), 17 to 257 rungs, slots
+// that hold every rung and slots that drop the lowest, caps that bind and caps that yield, k up to
+// more than the ladders hold; the slots spaced as the fused all-gather spaces them (other words
+// between, filled with noise); then one slot the CPU refuses.
+void check_plans(dev::Workspace& ws, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int64_t> noise;
+  int plans = 0;
+  for (const int workers : {1, 3, 4, 16, 33, 200}) {
+    for (const int rungs : {17, 129, 257}) {
+      for (const std::size_t ladder_words : {std::size_t{4}, std::size_t{40}}) {
+        const std::size_t stride = ladder_words + 3;
+        const auto nw = static_cast<std::size_t>(workers), r = static_cast<std::size_t>(rungs);
+        std::vector<std::int64_t> full(nw * r, 0), slots(nw * stride), gathered(nw * (1 + r));
+        std::uniform_int_distribution<int> rung(0, rungs - 1);
+        std::uniform_int_distribution<std::int64_t> count(0, 5000);
+        for (std::size_t w = 0; w < nw; ++w) {
+          std::int64_t held = 0;
+          if (rng() % 7 != 0) {  // about one worker in seven empty
+            int lo = rung(rng), hi = rung(rng);
+            if (lo > hi) std::swap(lo, hi);
+            for (int j = lo; j <= hi; ++j)
+              if (rng() % 3 != 0) held += full[w * r + static_cast<std::size_t>(j)] = count(rng);
+          }
+          for (std::size_t i = 0; i < stride; ++i) slots[w * stride + i] = noise(rng);
+          const std::span<std::int64_t> slot(slots.data() + w * stride, ladder_words);
+          sparsifiers::encode_ladder(held, std::span<const std::int64_t>(&full[w * r], r), slot);
+          sparsifiers::decode_ladder(slot, gathered[w * (1 + r)],
+                                     std::span<std::int64_t>(&gathered[w * (1 + r) + 1], r));
+        }
+        std::int64_t all = 0;
+        for (std::size_t w = 0; w < nw; ++w)
+          for (std::size_t j = 0; j < r; ++j) all += gathered[w * (1 + r) + 1 + j];
+        dev::Buffer<std::int64_t> d_slots(slots.size()), d_own(r),
+            d_out(dev::plan_out_words(workers));
+        dev::copy_to_device(ws, d_slots.data(), slots.data(), slots.size() * 8);
+        for (const std::int64_t k : {std::int64_t{1}, std::max<std::int64_t>(1, all / 50),
+                                     std::max<std::int64_t>(1, all / 2), all + 9}) {
+          for (const std::int64_t cap : {std::int64_t{0}, k / workers + 1, k / (4 * workers) + 1}) {
+            const int rank = static_cast<int>(rng() % nw);
+            std::vector<std::int64_t> cpu(nw), scratch(3 * nw);
+            const std::int64_t total = sparsifiers::plan_worker_counts(gathered, workers, 1 + r, 1,
+                                                                       rungs, k, cap, cpu, scratch);
+            const std::span<const std::int64_t> own(&full[static_cast<std::size_t>(rank) * r], r);
+            const auto [cut_rung, quota] = sparsifiers::own_cut(own, cpu[rank]);
+            dev::copy_to_device(ws, d_own.data(), own.data(), r * 8);
+            dev::PlanShape shape;
+            shape.workers = workers;
+            shape.rungs = rungs;
+            shape.slot_stride = stride;
+            shape.ladder_words = ladder_words;
+            shape.k = k;
+            shape.cap = cap;
+            shape.rank = rank;
+            dev::plan_counts(ws, d_slots.data(), shape, d_own.data(), d_out.data());
+            std::vector<std::int64_t> got(dev::plan_out_words(workers));
+            dev::copy_to_host(ws, got.data(), d_out.data(), got.size() * 8);
+            const std::string ctx = str("plan: workers ", workers, " rungs ", rungs, " words ",
+                                        ladder_words, " k ", k, " cap ", cap, " rank ", rank);
+            if (got[nw + 3] != 0) fail(str(ctx, ": status ", got[nw + 3], " at ", got[nw + 4]));
+            for (std::size_t w = 0; w < nw; ++w)
+              if (got[w] != cpu[w])
+                fail(str(ctx, ": worker ", w, " count cpu ", cpu[w], " gpu ", got[w]));
+            if (got[nw] != total || got[nw + 1] != cut_rung || got[nw + 2] != quota)
+              fail(str(ctx, ": total/rung/quota cpu ", total, "/", cut_rung, "/", quota, " gpu ",
+                       got[nw], "/", got[nw + 1], "/", got[nw + 2]));
+            ++g_checks;
+            ++plans;
+          }
+        }
+        // A slot decode_ladder refuses (bytes 0xff only: a number past 64 bits) at the last
+        // worker.
+        std::vector<std::int64_t> bad = slots;
+        std::fill_n(bad.begin() + static_cast<std::ptrdiff_t>((nw - 1) * stride), ladder_words, -1);
+        dev::copy_to_device(ws, d_slots.data(), bad.data(), bad.size() * 8);
+        dev::PlanShape shape;
+        shape.workers = workers;
+        shape.rungs = rungs;
+        shape.slot_stride = stride;
+        shape.ladder_words = ladder_words;
+        shape.k = 1;
+        dev::plan_counts(ws, d_slots.data(), shape, d_own.data(), d_out.data());
+        std::vector<std::int64_t> got(dev::plan_out_words(workers));
+        dev::copy_to_host(ws, got.data(), d_out.data(), got.size() * 8);
+        if (got[nw + 3] != sparsifiers::rules::kSlotNumberTooWide ||
+            got[nw + 4] != static_cast<std::int64_t>(nw - 1))
+          fail(str("plan of a bad slot: status ", got[nw + 3], " at ", got[nw + 4], "; expected ",
+                   static_cast<int>(sparsifiers::rules::kSlotNumberTooWide), " at ", nw - 1));
+        ++g_checks;
+      }
+    }
+  }
+  std::printf("  plan_counts ok (%d plans, %ld checks so far)\n", plans, g_checks);
+  std::fflush(stdout);
+}
+
 void run_size(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng) {
   const bool big = n > (std::size_t{1} << 22);
   std::printf("n = %zu\n", n);
@@ -555,6 +653,7 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(20240611);
     std::vector<std::size_t> sizes = {1, 31, 1000, (std::size_t{1} << 20) + 7};
     if (!quick) sizes.push_back(25'000'000);
+    check_plans(ws, rng);
     for (const std::size_t n : sizes) run_size(ws, n, rng);
     // Empty inputs: nothing selected, nothing counted, nothing written.
     {

@@ -98,6 +98,7 @@ struct Workspace::Impl {
   DeviceScratch tiles;    // the compaction's per-tile entries (uint16 each)
   DeviceScratch counts;   // per-tile counts and prefixes
   DeviceScratch small;    // counters, bins, sub-bins, partial sums
+  DeviceScratch plan;     // the exact controller's plan: decoded ladders and its scratch
   PinnedScratch host;     // what comes back to the host
 
   int sms() {

@@ -1,11 +1,13 @@
 // ExDyna's own passes on a device-resident gradient: the same decisions as the CPU code of
 // selection.hpp, ladder_cut.hpp and partition.hpp on the same input (the per-element rules are
-// shared, device_rules.hpp). Over core/device_kernels.hpp's workspace; the definitions are in
-// selection.cu and partition.cu, built into exdyna_cuda_kernels only where nvcc is found (no
-// fallback implementation: link this only where it is built). Arguments the CPU code refuses (a
-// ladder grid out of range, a cut's rung or quota) throw exdyna::InvalidArgument as it does.
+// shared, device_rules.hpp; the plan's, device_plan.hpp). Over core/device_kernels.hpp's
+// workspace; the definitions are in selection.cu, ladder_cut.cu and partition.cu, built into
+// exdyna_cuda_kernels only where nvcc is found (no fallback implementation: link this only where it
+// is built). Arguments the CPU code refuses (a ladder grid out of range, a cut's rung or quota)
+// throw exdyna::InvalidArgument as it does.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "exdyna/core/device_kernels.hpp"
@@ -41,5 +43,33 @@ std::int64_t take_cut(Workspace&, const float* d_part, std::int64_t n, std::uint
 // entries. Synchronizes.
 void count_per_block(Workspace&, const std::uint32_t* d_idx, std::int64_t m,
                      std::int64_t block_size, std::int64_t n_blocks, std::uint32_t* h_hits);
+
+// The exact controller's plan of one step from every rank's gathered slot (ladder_wire.hpp's
+// ladder at the start of each), without the host: ladder_cut.cu runs device_plan.hpp's forms of
+// decode_ladder, plan_worker_counts and own_cut in one block, enqueued on the workspace's stream.
+// Nothing synchronizes and nothing is read back; d_out (plan_out_words entries) receives, in
+// device memory, what the step's next kernels read:
+//   [0, workers)  each worker's count (plan_worker_counts' counts)
+//   workers       the total
+//   workers + 1   this worker's own cut of its count in d_own_bins: the rung,
+//   workers + 2   and the quota (own_cut)
+//   workers + 3   rules::PlanStatus (kPlanOk, or why the plan failed: the counts are then not one)
+//   workers + 4   the first worker whose slot failed to decode (-1: none)
+struct PlanShape {
+  int workers = 0;
+  int rungs = 0;                 // bins per ladder (1..257)
+  std::size_t slot_stride = 0;   // int64 words from one rank's slot to the next
+  std::size_t ladder_words = 0;  // the ladder's words at the start of each slot (>= 1)
+  std::int64_t k = 0;            // >= 1
+  std::int64_t cap = 0;          // the worker cap; <= 0: none
+  int rank = 0;                  // the worker whose own cut is computed
+};
+constexpr std::size_t plan_out_words(int workers) {
+  return static_cast<std::size_t>(workers) + 5;
+}
+// d_own_bins: this worker's own `rungs` bins (the full ladder it counted; its slot may have dropped
+// the lowest rungs). Throws InvalidArgument on a shape the CPU plan refuses.
+void plan_counts(Workspace&, const std::int64_t* d_slots, const PlanShape& shape,
+                 const std::int64_t* d_own_bins, std::int64_t* d_out);
 
 }  // namespace exdyna::sparsifiers::device
