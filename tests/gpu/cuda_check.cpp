@@ -6,7 +6,8 @@
 // cold ladder, 33 rungs at 4 per octave, 257 rungs at 1024 per octave, a ladder from 0, a ladder at
 // the top of the floats); cuts at rung 0, the top rung and the rungs that hold values, with quota
 // 0, 1, a part and the whole bin; offsets 0, large, and wrapping past 2^32; a misaligned partition
-// pointer for the scalar paths; the exact controller's plan from gathered ladder slots).
+// pointer for the scalar paths; the exact controller's plan from gathered ladder slots, the ladder
+// slot's encoding and the fused all-gather's unpacking).
 //
 // Plain main, no test framework: exits 0 when everything matched, 1 on the first mismatch (printed
 // with what differs), 77 when no CUDA device is present (CTest: skipped), 2 on bad arguments.
@@ -28,6 +29,8 @@
 #include "exdyna/core/reductions.hpp"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
 #include "exdyna/sparsifiers/exdyna/device_plan.hpp"
+#include "exdyna/sparsifiers/exdyna/device_wire.hpp"
+#include "exdyna/sparsifiers/exdyna/fused_gather.hpp"
 #include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
 #include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
 #include "exdyna/sparsifiers/exdyna/partition.hpp"
@@ -574,6 +577,141 @@ void check_plans(dev::Workspace& ws, std::mt19937_64& rng) {
   std::fflush(stdout);
 }
 
+// encode_slot and unpack_lists (the wire on the device) against encode_ladder and ExDyna's unpack
+// of the fused slots (unpack_fused per rank, a rank with count 0 its one index) on the same data:
+// slots of 1 to 64 words (some too small for the count, some dropping rungs); 1 to 200 ranks with
+// lists of up to the cap (1, 300 and 70,000: places of 2 and 4 bytes), counts from 0 to the whole
+// list, noise between the slots; then a count above its list (the cap yielded) and a slot whose
+// places are corrupt.
+void check_wire(dev::Workspace& ws, std::mt19937_64& rng) {
+  int slots_checked = 0, lists_checked = 0;
+  dev::Buffer<std::int64_t> d_count(1), d_bins(257), d_slot(64), d_result(4);
+  for (const int rungs : {17, 129, 257}) {
+    for (const std::size_t words : {std::size_t{1}, std::size_t{3}, std::size_t{64}}) {
+      for (int rep = 0; rep < 10; ++rep) {
+        std::vector<std::int64_t> bins(static_cast<std::size_t>(rungs), 0);
+        for (auto& b : bins)
+          if (rng() % 3 == 0) b = static_cast<std::int64_t>(rng() % (rep % 2 ? 1000 : 1u << 30));
+        const std::int64_t count = rep == 9 ? std::numeric_limits<std::int64_t>::max()
+                                            : static_cast<std::int64_t>(rng() % 100000);
+        std::vector<std::int64_t> cpu(words, 0), got(words, 0), result(2, -1);
+        int lowest = -1;
+        bool refused = false;
+        try {
+          lowest = sparsifiers::encode_ladder(count, bins, cpu);
+        } catch (const exdyna::InvalidArgument&) {
+          refused = true;
+        }
+        dev::copy_to_device(ws, d_count.data(), &count, 8);
+        dev::copy_to_device(ws, d_bins.data(), bins.data(), bins.size() * 8);
+        dev::encode_slot(ws, d_count.data(), d_bins.data(), rungs, d_slot.data(), words,
+                         d_result.data());
+        dev::copy_to_host(ws, got.data(), d_slot.data(), words * 8);
+        dev::copy_to_host(ws, result.data(), d_result.data(), 16);
+        const std::string ctx =
+            str("encode_slot: rungs ", rungs, " words ", words, " count ", count);
+        if (refused) {
+          if (result[0] != sparsifiers::rules::kSlotTooSmall)
+            fail(str(ctx, ": the CPU refused, the device gave status ", result[0]));
+        } else if (result[0] != 0 || result[1] != lowest || got != cpu) {
+          fail(str(ctx, ": status ", result[0], " lowest cpu ", lowest, " gpu ", result[1],
+                   got != cpu ? " and the slots differ" : ""));
+        }
+        ++g_checks;
+        ++slots_checked;
+      }
+    }
+  }
+  for (const std::int64_t cap : {std::int64_t{1}, std::int64_t{300}, std::int64_t{70000}}) {
+    for (const int workers : {1, 4, 200}) {
+      if (cap == 70000 && workers == 200) continue;  // 200 slots of 70,000: more than is useful
+      sparsifiers::FusedLayout layout;
+      layout.head_words = 3;
+      layout.cap = cap;
+      const std::size_t stride = layout.slot_words() + 2;
+      const auto nw = static_cast<std::size_t>(workers);
+      std::vector<std::int64_t> slots(nw * stride), counts(nw);
+      std::vector<std::uint32_t> one(nw), expect;
+      std::vector<std::uint64_t> scratch;
+      for (std::size_t j = 0; j < nw; ++j) {
+        for (std::size_t i = 0; i < stride; ++i)
+          slots[j * stride + i] = static_cast<std::int64_t>(rng());
+        const auto list = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(cap + 1));
+        std::vector<std::uint32_t> kept(list), keys(list);
+        std::uint32_t at = static_cast<std::uint32_t>(rng() % 1000);
+        for (std::size_t i = 0; i < list; ++i) {
+          at += 1 + static_cast<std::uint32_t>(rng() % 50);
+          kept[i] = at;
+          keys[i] = static_cast<std::uint32_t>(rng() % 40);
+        }
+        const std::span<std::int64_t> slot(slots.data() + j * stride, layout.slot_words());
+        sparsifiers::pack_fused(kept, keys, layout, slot, scratch);
+        counts[j] = list == 0 || rng() % 5 == 0 ? 0 : 1 + static_cast<std::int64_t>(rng() % list);
+        one[j] = static_cast<std::uint32_t>(rng());
+        if (counts[j] == 0)
+          expect.push_back(one[j]);
+        else
+          sparsifiers::unpack_fused(slot, layout, counts[j], expect);
+      }
+      const std::int64_t total = static_cast<std::int64_t>(expect.size());
+      const std::int64_t k = total + 17;
+      expect.resize(static_cast<std::size_t>(k), 0xfffffff0u);
+      dev::Buffer<std::int64_t> d_slots(slots.size()), d_counts(nw);
+      dev::Buffer<std::uint32_t> d_one(nw), d_idx(static_cast<std::size_t>(k));
+      dev::copy_to_device(ws, d_slots.data(), slots.data(), slots.size() * 8);
+      dev::copy_to_device(ws, d_counts.data(), counts.data(), nw * 8);
+      dev::copy_to_device(ws, d_one.data(), one.data(), nw * 4);
+      dev::UnpackShape shape;
+      shape.workers = workers;
+      shape.slot_stride = stride;
+      shape.head_words = layout.head_words;
+      shape.cap = cap;
+      shape.k = k;
+      shape.sentinel = 0xfffffff0u;
+      std::vector<std::int64_t> result(4, -9);
+      std::vector<std::uint32_t> got(static_cast<std::size_t>(k));
+      dev::unpack_lists(ws, d_slots.data(), shape, d_counts.data(), d_one.data(), d_idx.data(),
+                        d_result.data());
+      dev::copy_to_host(ws, got.data(), d_idx.data(), got.size() * 4);
+      dev::copy_to_host(ws, result.data(), d_result.data(), 32);
+      const std::string ctx = str("unpack_lists: cap ", cap, " workers ", workers);
+      if (result[0] != total || result[1] != 0 || result[2] != -1 || result[3] != 0)
+        fail(str(ctx, ": result ", result[0], " (cpu ", total, ") status ", result[1], " at ",
+                 result[2], " short ", result[3]));
+      compare_vectors(expect, got, got.size(), ctx);
+      ++g_checks;
+      // The cap yielded for the last rank: its count above its list.
+      std::vector<std::int64_t> yielded = counts;
+      yielded.back() = cap + 1;
+      dev::copy_to_device(ws, d_counts.data(), yielded.data(), nw * 8);
+      dev::unpack_lists(ws, d_slots.data(), shape, d_counts.data(), d_one.data(), d_idx.data(),
+                        d_result.data());
+      dev::copy_to_host(ws, result.data(), d_result.data(), 32);
+      if (result[0] != -1 || result[1] != sparsifiers::rules::kFusedCapYielded ||
+          result[2] != workers - 1)
+        fail(str(ctx, " (cap yielded): result ", result[0], " status ", result[1], " at ",
+                 result[2]));
+      // The first rank with a count places every entry past it (place bytes all 0xff).
+      if (counts[0] > 0) {
+        std::vector<std::int64_t> bad = slots;
+        const std::size_t places = layout.head_words + 1 + layout.index_words();
+        for (std::size_t i = places; i < layout.slot_words(); ++i) bad[i] = -1;
+        dev::copy_to_device(ws, d_slots.data(), bad.data(), bad.size() * 8);
+        dev::copy_to_device(ws, d_counts.data(), counts.data(), nw * 8);
+        dev::unpack_lists(ws, d_slots.data(), shape, d_counts.data(), d_one.data(), d_idx.data(),
+                          d_result.data());
+        dev::copy_to_host(ws, result.data(), d_result.data(), 32);
+        if (result[3] != 1) fail(str(ctx, " (bad places): short ", result[3], "; expected 1"));
+      }
+      g_checks += 2;
+      ++lists_checked;
+    }
+  }
+  std::printf("  encode_slot, unpack_lists ok (%d slots, %d lists, %ld checks so far)\n",
+              slots_checked, lists_checked, g_checks);
+  std::fflush(stdout);
+}
+
 void run_size(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng) {
   const bool big = n > (std::size_t{1} << 22);
   std::printf("n = %zu\n", n);
@@ -654,6 +792,7 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> sizes = {1, 31, 1000, (std::size_t{1} << 20) + 7};
     if (!quick) sizes.push_back(25'000'000);
     check_plans(ws, rng);
+    check_wire(ws, rng);
     for (const std::size_t n : sizes) run_size(ws, n, rng);
     // Empty inputs: nothing selected, nothing counted, nothing written.
     {

@@ -1,10 +1,11 @@
 // ExDyna's own passes on a device-resident gradient: the same decisions as the CPU code of
 // selection.hpp, ladder_cut.hpp and partition.hpp on the same input (the per-element rules are
-// shared, device_rules.hpp; the plan's, device_plan.hpp). Over core/device_kernels.hpp's
-// workspace; the definitions are in selection.cu, ladder_cut.cu and partition.cu, built into
-// exdyna_cuda_kernels only where nvcc is found (no fallback implementation: link this only where it
-// is built). Arguments the CPU code refuses (a ladder grid out of range, a cut's rung or quota)
-// throw exdyna::InvalidArgument as it does.
+// shared, device_rules.hpp; the plan's and the wire's, device_plan.hpp and device_wire.hpp). Over
+// core/device_kernels.hpp's workspace; the definitions are in selection.cu, ladder_cut.cu,
+// ladder_wire.cu, fused_gather.cu and partition.cu, built into exdyna_cuda_kernels only where nvcc
+// is found (no fallback implementation: link this only where it is built). Arguments the CPU code
+// refuses (a ladder grid out of range, a cut's rung or quota) throw exdyna::InvalidArgument as it
+// does.
 #pragma once
 
 #include <cstddef>
@@ -71,5 +72,32 @@ constexpr std::size_t plan_out_words(int workers) {
 // the lowest rungs). Throws InvalidArgument on a shape the CPU plan refuses.
 void plan_counts(Workspace&, const std::int64_t* d_slots, const PlanShape& shape,
                  const std::int64_t* d_own_bins, std::int64_t* d_out);
+
+// This worker's ladder slot (ladder_wire.hpp's encode_ladder) from its count (*d_count) and its
+// `rungs` bins in device memory, written by one thread into the `words` words at d_slot; enqueued
+// only. d_result[0]: rules::PlanStatus (kSlotTooSmall where encode_ladder throws), d_result[1]:
+// the lowest rung the slot holds.
+void encode_slot(Workspace&, const std::int64_t* d_count, const std::int64_t* d_bins, int rungs,
+                 std::int64_t* d_slot, std::size_t words, std::int64_t* d_result);
+
+// The gathered selection of a fused all-gather (ExDyna's unpack_lists) from every rank's slot
+// (fused_gather.hpp's layout, `slot_stride` words apart) and the planned counts in device memory:
+// d_idx receives k entries, each rank's indices placed below its count in rank order (a rank with
+// count 0: its one index, d_one[rank]), then the sentinel up to k. Enqueued only. d_result[0]: how
+// many are indices (-1: none, the plan does not fit the lists), d_result[1]: rules::PlanStatus
+// (kFusedCapYielded where the CPU falls back to the index all-gather), d_result[2]: the first
+// rank at fault (-1: none), d_result[3]: 0, or 1 + a rank whose slot placed fewer than its count
+// below it (unpack_fused's DataError: the list is not one).
+struct UnpackShape {
+  int workers = 0;
+  std::size_t slot_stride = 0;  // int64 words from one rank's slot to the next
+  std::size_t head_words = 0;   // FusedLayout::head_words
+  std::int64_t cap = 0;         // FusedLayout::cap (>= 1)
+  std::int64_t k = 0;           // the list's length (>= 1)
+  std::uint32_t sentinel = 0;   // the padding's index
+};
+void unpack_lists(Workspace&, const std::int64_t* d_slots, const UnpackShape& shape,
+                  const std::int64_t* d_counts, const std::uint32_t* d_one, std::uint32_t* d_idx,
+                  std::int64_t* d_result);
 
 }  // namespace exdyna::sparsifiers::device

@@ -1,9 +1,9 @@
-// The exact controller's plan in the form one GPU thread runs it: a gathered ladder slot decoded
-// (decode_ladder of ladder_wire.hpp), how many values each worker sends (plan_worker_counts of
-// ladder_cut.hpp) and this worker's own cut (own_cut), as __host__ __device__ functions over plain
-// arrays that throw nothing and allocate nothing. A step that stays on the device plans there from
-// the gathered slots, so the host never waits for them; the host reads the same slots later for
-// its own state and must reach the same counts.
+// The exact controller's plan in the form one GPU thread runs it: how many values each worker
+// sends (plan_worker_counts of ladder_cut.hpp) and this worker's own cut (own_cut), from ladders
+// decoded by device_wire.hpp, as __host__ __device__ functions over plain arrays that throw
+// nothing and allocate nothing. A step that stays on the device plans there from the gathered
+// slots, so the host never waits for them; the host reads the same slots later for its own state
+// and must reach the same counts.
 //
 // They are the CPU functions' plain loops, without the CPU plan's shortcuts (the start rung read
 // off the summed ladder, the workers closed at the cap, the AVX-512 sums): the shortcuts skip only
@@ -16,62 +16,9 @@
 #include <cstdint>
 
 #include "exdyna/core/device_rules.hpp"
+#include "exdyna/sparsifiers/exdyna/device_wire.hpp"
 
 namespace exdyna::sparsifiers::rules {
-
-enum PlanStatus : int {
-  kPlanOk = 0,
-  kSlotEndsInNumber = 1,   // decode_ladder: "ladder slot ends inside a number"
-  kSlotNumberTooWide = 2,  // "ladder slot holds a number of more than 64 bits"
-  kSlotCountTooWide = 3,   // "ladder slot holds a count of ...; expected one that fits 63 bits"
-  kSlotPastLadder = 4,     // "ladder slot describes more than the ladder's ... rungs"
-  kPlanShareFailed = 5,    // apportion's checks (cannot happen on decoded ladders)
-  kOwnCutShort = 6,        // own_cut: "the bins hold only ..."
-};
-
-// The next unsigned LEB128 number of a slot's byte stream (little-endian bytes in int64 words),
-// from byte *pos of 8 * words.
-EXDYNA_HD int slot_varint(const std::int64_t* slot, std::size_t words, std::size_t* pos,
-                          std::uint64_t* v) {
-  *v = 0;
-  for (int shift = 0;; shift += 7) {
-    if (*pos == 8 * words) return kSlotEndsInNumber;
-    const auto w = static_cast<std::uint64_t>(slot[*pos / 8]);
-    const std::uint64_t byte = (w >> (8 * (*pos % 8))) & 0xffu;
-    ++*pos;
-    if (!(shift < 64 && (shift < 63 || (byte & 0x7eu) == 0))) return kSlotNumberTooWide;
-    *v |= (byte & 0x7fu) << shift;
-    if ((byte & 0x80u) == 0) return kPlanOk;
-  }
-}
-
-// decode_ladder: the count and the `rungs` bins of one slot (every bin written; the rungs the slot
-// dropped read 0).
-EXDYNA_HD int decode_ladder_slot(const std::int64_t* slot, std::size_t words, int rungs,
-                                 std::int64_t* count, std::int64_t* bins) {
-  std::size_t pos = 0;
-  std::uint64_t c = 0;
-  if (const int s = slot_varint(slot, words, &pos, &c)) return s;
-  if (c > static_cast<std::uint64_t>(INT64_MAX)) return kSlotCountTooWide;
-  *count = static_cast<std::int64_t>(c);
-  for (int j = 0; j < rungs; ++j) bins[j] = 0;
-  std::int64_t j = rungs - 1;  // the next rung, from the top down
-  while (pos != 8 * words) {
-    std::uint64_t tok = 0;
-    if (const int s = slot_varint(slot, words, &pos, &tok)) return s;
-    if (tok == 0) break;  // the end of the stream
-    const std::uint64_t n = tok >> 1;
-    const bool run = (tok & 1u) != 0;
-    if (!(j >= 0 && (!run || n <= static_cast<std::uint64_t>(j + 1)))) return kSlotPastLadder;
-    if (run) {
-      j -= static_cast<std::int64_t>(n);
-    } else {
-      bins[j] = static_cast<std::int64_t>(n);
-      --j;
-    }
-  }
-  return kPlanOk;
-}
 
 // apportion: need split in proportion to have[w] by largest remainders, ties to the lower worker.
 // rem: `workers` entries of scratch.

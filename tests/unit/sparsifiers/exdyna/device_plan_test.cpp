@@ -1,9 +1,8 @@
 // The device forms of the exact controller's plan (sparsifiers/exdyna/device_plan.hpp), on the
-// CPU, against the CPU functions they mirror: decode_ladder on encoded and on corrupted slots,
-// plan_worker_counts over random ladders (empty workers, caps that bind and caps that yield,
-// counts large enough for apportion's 128-bit products, k above what the ladders hold) and
-// own_cut of every worker's planned count. The kernel that runs them (ladder_cut.cu) is checked
-// against the CPU on a GPU by exdyna_cuda_check.
+// CPU, against the CPU functions they mirror: plan_worker_counts over random ladders (empty
+// workers, caps that bind and caps that yield, counts large enough for apportion's 128-bit
+// products, k above what the ladders hold) and own_cut of every worker's planned count. The kernel
+// that runs them (ladder_cut.cu) is checked against the CPU on a GPU by exdyna_cuda_check.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/exdyna/device_plan.hpp"
 #include "exdyna/sparsifiers/exdyna/ladder_cut.hpp"
-#include "exdyna/sparsifiers/exdyna/ladder_wire.hpp"
 
 using namespace exdyna;
 using namespace exdyna::sparsifiers;
@@ -142,81 +140,6 @@ TEST(DevicePlan, ApportionSharesEqualsApportionWithLargeProducts) {
             rules::kPlanShareFailed);
   EXPECT_EQ(rules::apportion_shares(-1, have.data(), 4, share.data(), rem.data()),
             rules::kPlanShareFailed);
-}
-
-// decode_ladder_slot on a slot; -1 in count when it failed.
-struct DeviceDecoded {
-  int status = -1;
-  std::int64_t count = -1;
-  std::vector<std::int64_t> bins;
-};
-DeviceDecoded device_decode(const std::vector<std::int64_t>& slot, int rungs) {
-  DeviceDecoded d;
-  d.bins.assign(static_cast<std::size_t>(rungs), -7);
-  d.status = rules::decode_ladder_slot(slot.data(), slot.size(), rungs, &d.count, d.bins.data());
-  return d;
-}
-
-TEST(DevicePlan, DecodesWhatEncodeLadderWrote) {
-  std::mt19937_64 rng(7);
-  for (const int rungs : {1, 17, 129}) {
-    for (const std::size_t words : {1u, 2u, 4u, 12u}) {
-      for (int rep = 0; rep < 40; ++rep) {
-        Gathered g = random_ladders(rng, 1, rungs, rep % 2 ? 1000 : (1LL << 30));
-        const std::span<const std::int64_t> bins(g.bins(0), static_cast<std::size_t>(rungs));
-        std::vector<std::int64_t> slot(words);
-        try {
-          encode_ladder(g.words[0], bins, slot);
-        } catch (const InvalidArgument&) {
-          continue;  // the count alone does not fit
-        }
-        std::int64_t count = -1;
-        std::vector<std::int64_t> cpu(static_cast<std::size_t>(rungs));
-        decode_ladder(slot, count, cpu);
-        const DeviceDecoded d = device_decode(slot, rungs);
-        ASSERT_EQ(d.status, rules::kPlanOk);
-        EXPECT_EQ(d.count, count);
-        EXPECT_EQ(d.bins, cpu) << "rungs " << rungs << " words " << words;
-      }
-    }
-  }
-}
-
-TEST(DevicePlan, RefusesTheSlotsDecodeLadderRefuses) {
-  // Random words: decode_ladder throws DataError exactly where the device form returns a status,
-  // and otherwise both read the same ladder.
-  std::mt19937_64 rng(11);
-  int refused = 0;
-  for (int rep = 0; rep < 4000; ++rep) {
-    std::vector<std::int64_t> slot(1 + rep % 3);
-    for (auto& w : slot) w = static_cast<std::int64_t>(rng());
-    if (rep % 4 == 0) slot.back() |= static_cast<std::int64_t>(0x8080808080808080ULL);
-    const int rungs = rep % 2 ? 5 : 129;
-    std::int64_t count = -1;
-    std::vector<std::int64_t> cpu(static_cast<std::size_t>(rungs));
-    bool threw = false;
-    try {
-      decode_ladder(slot, count, cpu);
-    } catch (const DataError&) {
-      threw = true;
-    }
-    const DeviceDecoded d = device_decode(slot, rungs);
-    ASSERT_EQ(d.status != rules::kPlanOk, threw) << "slot word 0 " << slot[0];
-    refused += threw ? 1 : 0;
-    if (!threw) {
-      EXPECT_EQ(d.count, count);
-      EXPECT_EQ(d.bins, cpu);
-    }
-  }
-  EXPECT_GT(refused, 100);  // the corrupted slots reached every refusal below
-  // Each refusal by name: an empty slot, a number past 64 bits, a count past 63 bits, a run
-  // past the ladder's bottom.
-  EXPECT_EQ(device_decode({}, 4).status, rules::kSlotEndsInNumber);
-  EXPECT_EQ(device_decode({-1, -1}, 4).status, rules::kSlotNumberTooWide);
-  // Nine bytes 0xff, then 0x01: a count of 2^64 - 1, past 63 bits.
-  EXPECT_EQ(device_decode({-1, 0x01ff}, 4).status, rules::kSlotCountTooWide);
-  // Count 1, then a run of 9 empty bins (token 19) on a ladder of 4 rungs.
-  EXPECT_EQ(device_decode({0x1301}, 4).status, rules::kSlotPastLadder);
 }
 
 TEST(DevicePlan, OwnCutRefusesMoreThanTheBinsHold) {
