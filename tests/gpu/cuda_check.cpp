@@ -48,6 +48,7 @@ using namespace exdyna::sparsifiers::device;  // NOLINT(google-build-using-names
 namespace {
 
 long g_checks = 0;
+long g_cuts = 0;  // take_cut checks so far
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "exdyna_cuda_check: MISMATCH: %s\n", what.c_str());
@@ -251,6 +252,41 @@ void check_ladder(dev::Workspace& ws, std::span<const float> part, const float* 
       str(ctx, " ladder_count m=", grid.mant_bits, " R=", grid.rungs, " lo_key=", grid.lo_key);
   if (static_cast<std::int64_t>(c) != g) fail(str(where, ": count cpu ", c, ", gpu ", g));
   compare_vectors(cpu, gpu, R, where + " bins");
+  // ladder_count_async: the bins overwritten in device memory, the count beside them.
+  dev::Buffer<std::int64_t> d_bins(R + 1);
+  dev::ladder_count_async(ws, d_part, static_cast<std::int64_t>(part.size()), grid, d_bins.data(),
+                          d_bins.data() + R);
+  std::vector<std::int64_t> async(R + 1);
+  dev::copy_to_host(ws, async.data(), d_bins.data(), (R + 1) * 8);
+  if (async[R] != static_cast<std::int64_t>(c))
+    fail(str(where, " (async): count cpu ", c, ", gpu ", async[R]));
+  for (std::size_t j = 0; j < R; ++j) cpu[j] -= static_cast<std::int64_t>(3 * j + 1);
+  compare_vectors(cpu, async, R, where + " bins (async)");
+  g_checks += 2;
+}
+
+// take_cut_async of (rung, quota) against the CPU's cut (c indices in cpu); expect_status: its
+// status (then nothing is kept).
+void check_cut_async(dev::Workspace& ws, const float* d_part, dev::Buffer<std::uint32_t>& d_out,
+                     std::int64_t n, std::uint32_t offset, const sparsifiers::LadderGrid& grid,
+                     std::int64_t rung, std::int64_t quota, const std::vector<std::uint32_t>& cpu,
+                     std::size_t c, int expect_status, const std::string& where) {
+  dev::Buffer<std::int64_t> d_rq(3);
+  dev::Buffer<std::uint32_t> d_kept(1);
+  const std::int64_t rq[2] = {rung, quota};
+  dev::copy_to_device(ws, d_rq.data(), rq, 16);
+  dev::take_cut_async(ws, d_part, n, offset, grid, d_rq.data(), d_out.data(), d_kept.data(),
+                      d_rq.data() + 2);
+  std::int64_t status = -1;
+  std::uint32_t kept = 0;
+  dev::copy_to_host(ws, &status, d_rq.data() + 2, 8);
+  dev::copy_to_host(ws, &kept, d_kept.data(), 4);
+  if (status != expect_status || kept != (expect_status == 0 ? c : 0))
+    fail(str(where, " (async): status ", status, " kept ", kept, "; expected ", expect_status,
+             " and ", expect_status == 0 ? c : 0));
+  std::vector<std::uint32_t> gpu(c);
+  dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
+  if (expect_status == 0) compare_vectors(cpu, gpu, c, where + " (async)");
   ++g_checks;
 }
 
@@ -300,6 +336,10 @@ void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_
       dev::copy_to_host(ws, gpu.data(), d_out.data(), c * sizeof(std::uint32_t));
       compare_vectors(cidx, gpu, c, where);
       ++g_checks;
+      // take_cut_async on every third cut (the same kernels; the sanitizers' runs stay short).
+      if (++g_cuts % 3 == 0)
+        check_cut_async(ws, d_part, d_out, static_cast<std::int64_t>(n), offset, grid, r, q, cidx,
+                        c, 0, where);
     }
     // A quota above the bin's count: refused on both.
     bool cpu_threw = false, gpu_threw = false;
@@ -320,7 +360,15 @@ void check_cuts(dev::Workspace& ws, std::span<const float> part, const float* d_
       fail(str(ctx, " take_cut rung=", r, " quota=", in_bin + 1, " over the bin: cpu threw ",
                cpu_threw, ", gpu threw ", gpu_threw));
     ++g_checks;
+    const std::string over = str(ctx, " take_cut rung=", r, " quota over the bin");
+    check_cut_async(ws, d_part, d_out, static_cast<std::int64_t>(n), offset, grid, r, in_bin + 1,
+                    cidx, 0, sparsifiers::rules::kCutQuotaBad, over);
   }
+  // A rung past the ladder and a negative quota, which take_cut refuses by name.
+  check_cut_async(ws, d_part, d_out, static_cast<std::int64_t>(n), offset, grid, R, 0, cidx, 0,
+                  sparsifiers::rules::kCutRungBad, ctx + " take_cut past the top rung");
+  check_cut_async(ws, d_part, d_out, static_cast<std::int64_t>(n), offset, grid, 0, -1, cidx, 0,
+                  sparsifiers::rules::kCutRungBad, ctx + " take_cut quota -1");
 }
 
 void check_reductions(dev::Workspace& ws, const std::vector<float>& residual,

@@ -99,6 +99,7 @@ struct Workspace::Impl {
   DeviceScratch counts;   // per-tile counts and prefixes
   DeviceScratch small;    // counters, bins, sub-bins, partial sums
   DeviceScratch plan;     // the exact controller's plan: decoded ladders and its scratch
+  DeviceScratch cut;      // a cut's rule and need where only the device knows them
   PinnedScratch host;     // what comes back to the host
 
   int sms() {

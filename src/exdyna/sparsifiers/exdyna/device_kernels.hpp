@@ -39,6 +39,19 @@ std::int64_t ladder_count(Workspace&, const float* d_part, std::int64_t n, const
 std::int64_t take_cut(Workspace&, const float* d_part, std::int64_t n, std::uint32_t offset,
                       const LadderGrid& grid, int rung, std::int64_t quota, std::uint32_t* d_out);
 
+// ladder_count without the host: the grid's bins (grid.rungs device entries, OVERWRITTEN, as
+// int64) and their sum into *d_count. Enqueued only.
+void ladder_count_async(Workspace&, const float* d_part, std::int64_t n, const LadderGrid& grid,
+                        std::int64_t* d_bins, std::int64_t* d_count);
+
+// take_cut with the cut's rung and quota in device memory (d_rung_quota[0] and [1], as plan_counts
+// writes this worker's own cut), enqueued only: the same indices, in the same order, into d_out,
+// and their count into *d_kept. *d_status: rules::PlanStatus; kCutRungBad or kCutQuotaBad where
+// take_cut throws, and then nothing is kept.
+void take_cut_async(Workspace&, const float* d_part, std::int64_t n, std::uint32_t offset,
+                    const LadderGrid& grid, const std::int64_t* d_rung_quota, std::uint32_t* d_out,
+                    std::uint32_t* d_kept, std::int64_t* d_status);
+
 // BlockLayout::count_per_block: h_hits[b] += how many of the m indices lie in block b, with
 // block_of as in partition.hpp (the last block holds the remainder); h_hits has n_blocks host
 // entries. Synchronizes.

@@ -95,7 +95,7 @@ EXDYNA_HD std::uint8_t cut_class(float v, const CutRule& c) {
   return kCutDrop;
 }
 
-// find_sub_cut (ladder_cut.cpp) on the host, from the sub-bin counts of bin `rung`
+// find_sub_cut (ladder_cut.cpp), from the sub-bin counts of bin `rung`
 // (sub_mask + 1 entries): the sub-bin holding the quota-th largest value and how many of it are
 // taken. quota 0: last = sub_mask + 1, need 0. The caller has checked quota <= sum(sub).
 struct SubCut {
@@ -103,7 +103,7 @@ struct SubCut {
   std::int64_t last_need = 0;
 };
 template <typename Count>
-inline SubCut sub_cut(const Count* sub, std::uint32_t sub_mask, std::int64_t quota) {
+EXDYNA_HD SubCut sub_cut(const Count* sub, std::uint32_t sub_mask, std::int64_t quota) {
   SubCut cut{sub_mask + 1, 0};
   if (quota > 0) {
     std::int64_t above = 0;
@@ -120,7 +120,28 @@ inline SubCut sub_cut(const Count* sub, std::uint32_t sub_mask, std::int64_t quo
   return cut;
 }
 
-// The rules of a grid and of a cut, built on the host (LadderGrid::value is host code).
+// LadderGrid::value(j) of the grid (lo_key, mant_bits): the key's float, clamped to +Inf.
+EXDYNA_HD float grid_value(std::uint32_t lo_key, int mant_bits, int j) {
+  const std::int64_t key = static_cast<std::int64_t>(lo_key) + j;
+  const std::int64_t inf_key = 0x7f800000 >> (23 - mant_bits);
+  return float_of(static_cast<std::uint32_t>(key < inf_key ? key : inf_key) << (23 - mant_bits));
+}
+
+// The rules of a grid and of a cut. The cut's rule before its sub-bin is known (last = none), for
+// cut_sub_bin; set last after. cut_rule_at builds it where only the device knows the rung.
+EXDYNA_HD CutRule cut_rule_at(std::uint32_t lo_key, int mant_bits, int rungs, int rung) {
+  CutRule c;
+  c.at_least = grid_value(lo_key, mant_bits, rung);
+  c.lo_key = lo_key;
+  c.top = static_cast<std::uint32_t>(rungs - 1);
+  c.shift = 23 - mant_bits;
+  const int sub_bits = c.shift < 8 ? c.shift : 8;
+  c.sub_shift = c.shift - sub_bits;
+  c.sub_mask = (1u << sub_bits) - 1;
+  c.rung = static_cast<std::uint32_t>(rung);
+  c.last = c.sub_mask + 1;
+  return c;
+}
 inline GridRule make_grid_rule(const LadderGrid& grid) {
   GridRule g;
   g.lo = grid.value(0);
@@ -129,19 +150,8 @@ inline GridRule make_grid_rule(const LadderGrid& grid) {
   g.shift = 23 - grid.mant_bits;
   return g;
 }
-// The cut's rule before its sub-bin is known (last = none), for cut_sub_bin; set last after.
 inline CutRule make_cut_rule(const LadderGrid& grid, int rung) {
-  CutRule c;
-  c.at_least = grid.value(rung);
-  c.lo_key = grid.lo_key;
-  c.top = static_cast<std::uint32_t>(grid.rungs - 1);
-  c.shift = 23 - grid.mant_bits;
-  const int sub_bits = std::min(8, c.shift);
-  c.sub_shift = c.shift - sub_bits;
-  c.sub_mask = (1u << sub_bits) - 1;
-  c.rung = static_cast<std::uint32_t>(rung);
-  c.last = c.sub_mask + 1;
-  return c;
+  return cut_rule_at(grid.lo_key, grid.mant_bits, grid.rungs, rung);
 }
 
 // BlockLayout::block_of for 32-bit indices: the remainder belongs to the last block.

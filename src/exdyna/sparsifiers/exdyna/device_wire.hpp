@@ -29,6 +29,8 @@ enum PlanStatus : int {
   kFusedPlacesShort = 9,   // unpack_fused: "slot placed ... indices below ..."
   kFusedCapYielded = 10,   // a planned count above the worker's list (the host gathers again)
   kListPastK = 11,         // the counts add up to more than the list's k (not a plan's)
+  kCutRungBad = 12,        // take_cut: "ladder cut at rung ..." or "quota ...; expected >= 0"
+  kCutQuotaBad = 13,       // take_cut: "ladder cut quota ... exceeds the ... values of bin ..."
 };
 
 // The next unsigned LEB128 number of a slot's byte stream (little-endian bytes in int64 words),

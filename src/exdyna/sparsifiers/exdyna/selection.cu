@@ -31,6 +31,7 @@
 #include "exdyna/core/device_workspace.cuh"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
 #include "exdyna/sparsifiers/exdyna/device_rules.hpp"
+#include "exdyna/sparsifiers/exdyna/device_wire.hpp"
 
 namespace exdyna::sparsifiers::device {
 
@@ -62,6 +63,20 @@ struct CutClassRule {
   __device__ __forceinline__ std::uint8_t operator()(float v) const {
     return rules::cut_class(v, cut);
   }
+};
+
+// The cut's rules where the device alone knows the rung and sub-bin (take_cut_async): read from
+// device memory, written there by the kernels before.
+struct CutClassRuleAt {
+  const rules::CutRule* cut;
+  __device__ __forceinline__ std::uint8_t operator()(float v) const {
+    return rules::cut_class(v, *cut);
+  }
+};
+
+struct SubBinRuleAt {
+  const rules::CutRule* cut;
+  __device__ __forceinline__ int operator()(float v) const { return rules::cut_sub_bin(v, *cut); }
 };
 
 struct LadderBinRule {
@@ -150,7 +165,7 @@ template <bool kRanked>
 __global__ __launch_bounds__(kScanThreads) void scan_tiles(
     const std::uint32_t* __restrict__ tile_all, std::uint32_t* __restrict__ tile_ranked,
     std::uint32_t* __restrict__ prefix, std::uint64_t tiles, long long need,
-    std::uint32_t* __restrict__ total) {
+    const long long* __restrict__ need_at, std::uint32_t* __restrict__ total) {
   using Scan = cub::BlockScan<unsigned long long, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
   unsigned long long carry_kept = 0, carry_ranked = 0;
@@ -169,10 +184,12 @@ __global__ __launch_bounds__(kScanThreads) void scan_tiles(
       unsigned long long before, agg;
       Scan(tmp).ExclusiveSum(mine, before, agg);
       __syncthreads();
+      // The need only the device knows (take_cut_async), else the host's.
+      const long long wanted = need_at != nullptr ? *need_at : need;
       long long a = static_cast<long long>(carry_ranked + before);  // ranked values before t
 #pragma unroll
       for (int i = 0; i < kScanItems; ++i) {
-        const long long left = need - a;
+        const long long left = wanted - a;
         const long long take =
             left <= 0
                 ? 0
@@ -301,12 +318,10 @@ void check_part(std::int64_t n, const char* what) {
       ": a partition of ", n, " values; expected 0..2^32-1");
 }
 
-// The histogram of `rule` over part into h_counts (nbins host entries, overwritten); returns
-// their sum. Synchronizes.
+// The histogram of `rule` over part into d_bins (nbins device counters, overwritten), enqueued.
 template <typename BinRule>
-std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n, BinRule rule,
-                        int nbins, std::uint64_t* h_counts) {
-  auto* d_bins = w.small.as<unsigned long long>(static_cast<std::size_t>(nbins));
+void histogram_enqueue(Workspace::Impl& w, const float* d_part, std::uint64_t n, BinRule rule,
+                       int nbins, unsigned long long* d_bins) {
   EXDYNA_CUDA(cudaMemsetAsync(d_bins, 0, sizeof(unsigned long long) * nbins, w.stream));
   if (n > 0) {
     const unsigned blocks = grid_for(w, n / 4 + 1, kHistThreads, 8);
@@ -320,6 +335,14 @@ std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n
           "histogram", histogram_kernel<false, BinRule>
           <<<blocks, kHistThreads, shmem, w.stream>>>(d_part, n, rule, nbins, d_bins));
   }
+}
+
+// The histogram into h_counts (nbins host entries, overwritten); returns their sum. Synchronizes.
+template <typename BinRule>
+std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n, BinRule rule,
+                        int nbins, std::uint64_t* h_counts) {
+  auto* d_bins = w.small.as<unsigned long long>(static_cast<std::size_t>(nbins));
+  histogram_enqueue(w, d_part, n, rule, nbins, d_bins);
   w.kernels_done();
   auto* h = w.host.as<unsigned long long>(static_cast<std::size_t>(nbins));
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_bins, sizeof(unsigned long long) * nbins, cudaMemcpyDeviceToHost,
@@ -333,19 +356,19 @@ std::uint64_t histogram(Workspace::Impl& w, const float* d_part, std::uint64_t n
   return sum;
 }
 
-// The ordered compaction (see the top of this file) of part by `rule` into d_out; `need`: how
-// many of the ranked class to keep (kRanked). Returns the count. Synchronizes.
+// The ordered compaction (see the top of this file) of part by `rule` into d_out, enqueued; `need`
+// (or *d_need where given): how many of the ranked class to keep (kRanked); the count into
+// *d_total. n >= 1.
 template <bool kRanked, typename Rule>
-std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, Rule rule,
-                     std::int64_t need, std::uint32_t offset, std::uint32_t* d_out) {
-  if (n == 0) return 0;
+void compact_enqueue(Workspace::Impl& w, const float* d_part, std::uint64_t n, Rule rule,
+                     std::int64_t need, const long long* d_need, std::uint32_t offset,
+                     std::uint32_t* d_out, std::uint32_t* d_total) {
   const std::uint64_t tiles = (n + kTile - 1) / kTile;
   auto* entries = w.tiles.as<std::uint16_t>(tiles * kTile);
-  auto* counts = w.counts.as<std::uint32_t>(3 * tiles + 1);
+  auto* counts = w.counts.as<std::uint32_t>(3 * tiles);
   std::uint32_t* tile_all = counts;
   std::uint32_t* tile_ranked = counts + tiles;
   std::uint32_t* prefix = counts + 2 * tiles;
-  std::uint32_t* d_total = counts + 3 * tiles;
   const auto grid = static_cast<unsigned>(tiles);
   if (aligned16(d_part))
     EXDYNA_CUDA_LAUNCH(
@@ -355,16 +378,63 @@ std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, R
     EXDYNA_CUDA_LAUNCH(
         "compact_tiles", compact_tiles<false, kRanked, Rule>
         <<<grid, kTileThreads, 0, w.stream>>>(d_part, n, rule, entries, tile_all, tile_ranked));
-  EXDYNA_CUDA_LAUNCH("scan_tiles", scan_tiles<kRanked>
-                     <<<1, kScanThreads, 0, w.stream>>>(tile_all, tile_ranked, prefix, tiles,
-                                                        static_cast<long long>(need), d_total));
+  EXDYNA_CUDA_LAUNCH("scan_tiles", scan_tiles<kRanked><<<1, kScanThreads, 0, w.stream>>>(
+                                       tile_all, tile_ranked, prefix, tiles,
+                                       static_cast<long long>(need), d_need, d_total));
   EXDYNA_CUDA_LAUNCH("emit_tiles", emit_tiles<kRanked><<<grid, kTileThreads, 0, w.stream>>>(
                                        entries, tile_all, tile_ranked, prefix, offset, d_out));
+}
+
+// The compaction with its count brought back. Synchronizes.
+template <bool kRanked, typename Rule>
+std::int64_t compact(Workspace::Impl& w, const float* d_part, std::uint64_t n, Rule rule,
+                     std::int64_t need, std::uint32_t offset, std::uint32_t* d_out) {
+  if (n == 0) return 0;
+  auto* d_total = w.small.as<std::uint32_t>(1);
+  compact_enqueue<kRanked>(w, d_part, n, rule, need, nullptr, offset, d_out, d_total);
   w.kernels_done();
   auto* h = w.host.as<std::uint32_t>(1);
   EXDYNA_CUDA(cudaMemcpyAsync(h, d_total, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, w.stream));
   w.sync();
   return static_cast<std::int64_t>(h[0]);
+}
+
+// ladder_count_async's bins as int64 (the wire's and the plan's type) and their sum.
+__global__ void ladder_total_kernel(const unsigned long long* hist, int rungs, std::int64_t* bins,
+                                    std::int64_t* count) {
+  std::int64_t sum = 0;
+  for (int j = 0; j < rungs; ++j) sum += bins[j] = static_cast<std::int64_t>(hist[j]);
+  *count = sum;
+}
+
+// take_cut_async, before its sub-bin histogram: the cut's rule from the rung in device memory,
+// or a rule that keeps nothing where take_cut would throw.
+__global__ void cut_rule_kernel(std::uint32_t lo_key, int mant_bits, int rungs,
+                                const std::int64_t* rung_quota, rules::CutRule* rule,
+                                std::int64_t* status) {
+  const std::int64_t rung = rung_quota[0], quota = rung_quota[1];
+  const bool ok = rung >= 0 && rung < rungs && quota >= 0;
+  *rule = rules::cut_rule_at(lo_key, mant_bits, rungs, ok ? static_cast<int>(rung) : 0);
+  if (!ok) rule->at_least = nan_value();  // NaN: no value is at least it
+  *status = ok ? rules::kPlanOk : rules::kCutRungBad;
+}
+
+// After it: the sub-bin of the quota-th largest (find_sub_cut) and how many of it are kept.
+__global__ void sub_cut_kernel(const unsigned long long* sub, const std::int64_t* rung_quota,
+                               rules::CutRule* rule, long long* need, std::int64_t* status) {
+  *need = 0;
+  if (*status != rules::kPlanOk) return;
+  const std::int64_t quota = rung_quota[1];
+  std::int64_t in_bin = 0;
+  for (std::uint32_t i = 0; i <= rule->sub_mask; ++i) in_bin += static_cast<std::int64_t>(sub[i]);
+  if (quota > in_bin) {
+    *status = rules::kCutQuotaBad;
+    rule->at_least = nan_value();
+    return;
+  }
+  const rules::SubCut sc = rules::sub_cut(sub, rule->sub_mask, quota);
+  rule->last = sc.last;
+  *need = sc.last_need;
 }
 
 }  // namespace
@@ -412,6 +482,47 @@ std::int64_t take_cut(Workspace& ws, const float* d_part, std::int64_t n, std::u
   cut.last = sc.last;
   return compact<true>(w, d_part, static_cast<std::uint64_t>(n), CutClassRule{cut}, sc.last_need,
                        offset, d_out);
+}
+
+void ladder_count_async(Workspace& ws, const float* d_part, std::int64_t n, const LadderGrid& grid,
+                        std::int64_t* d_bins, std::int64_t* d_count) {
+  check_grid(grid);
+  check_part(n, "ladder_count_async");
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  auto* d_hist = w.small.as<unsigned long long>(static_cast<std::size_t>(grid.rungs));
+  histogram_enqueue(w, d_part, static_cast<std::uint64_t>(n),
+                    LadderBinRule{rules::make_grid_rule(grid)}, grid.rungs, d_hist);
+  EXDYNA_CUDA_LAUNCH("ladder_total_kernel", ladder_total_kernel<<<1, 1, 0, w.stream>>>(
+                                                d_hist, grid.rungs, d_bins, d_count));
+  w.kernels_done();
+}
+
+void take_cut_async(Workspace& ws, const float* d_part, std::int64_t n, std::uint32_t offset,
+                    const LadderGrid& grid, const std::int64_t* d_rung_quota, std::uint32_t* d_out,
+                    std::uint32_t* d_kept, std::int64_t* d_status) {
+  check_grid(grid);
+  check_part(n, "take_cut_async");
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  // The rule and the need where the kernels write them; the sub-bins' count from the grid alone.
+  auto* scratch = static_cast<char*>(w.cut.get(sizeof(rules::CutRule) + 64));
+  auto* d_rule = reinterpret_cast<rules::CutRule*>(scratch);
+  auto* d_need = reinterpret_cast<long long*>(scratch + ((sizeof(rules::CutRule) + 15) / 16) * 16);
+  const int nsub = static_cast<int>(rules::make_cut_rule(grid, 0).sub_mask + 1);
+  auto* d_sub = w.small.as<unsigned long long>(static_cast<std::size_t>(nsub));
+  EXDYNA_CUDA_LAUNCH("cut_rule_kernel",
+                     cut_rule_kernel<<<1, 1, 0, w.stream>>>(grid.lo_key, grid.mant_bits, grid.rungs,
+                                                            d_rung_quota, d_rule, d_status));
+  histogram_enqueue(w, d_part, static_cast<std::uint64_t>(n), SubBinRuleAt{d_rule}, nsub, d_sub);
+  EXDYNA_CUDA_LAUNCH("sub_cut_kernel", sub_cut_kernel<<<1, 1, 0, w.stream>>>(
+                                           d_sub, d_rung_quota, d_rule, d_need, d_status));
+  if (n == 0)
+    EXDYNA_CUDA(cudaMemsetAsync(d_kept, 0, sizeof(std::uint32_t), w.stream));
+  else
+    compact_enqueue<true>(w, d_part, static_cast<std::uint64_t>(n), CutClassRuleAt{d_rule}, 0,
+                          d_need, offset, d_out, d_kept);
+  w.kernels_done();
 }
 
 }  // namespace exdyna::sparsifiers::device

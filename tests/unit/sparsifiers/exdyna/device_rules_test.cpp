@@ -199,6 +199,29 @@ TEST(DeviceRules, LadderBinIsCountLadderCandidates) {
   }
 }
 
+TEST(DeviceRules, GridValueIsLadderGridValue) {
+  // The device's rung values (cut_rule_at's at_least) are LadderGrid::value's bit for bit, up to
+  // the clamp at +Inf at the top of the floats.
+  for (const int m : {0, 2, 4, 10}) {
+    const std::uint32_t top_key = 0x7f800000u >> (23 - m);
+    for (const std::uint32_t lo : {0u, 1u, top_key / 2, top_key - 40, top_key}) {
+      LadderGrid grid;
+      grid.mant_bits = m;
+      grid.lo_key = lo;
+      grid.rungs = 129;
+      for (int j = 0; j < 300; ++j) {
+        const float cpu = grid.value(j), dev = rules::grid_value(lo, m, j);
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(dev), std::bit_cast<std::uint32_t>(cpu))
+            << "m " << m << " lo " << lo << " j " << j;
+      }
+      const rules::CutRule c = rules::cut_rule_at(lo, m, grid.rungs, 7);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(c.at_least),
+                std::bit_cast<std::uint32_t>(grid.value(7)));
+      EXPECT_EQ(c.sub_mask, (1u << std::min(8, 23 - m)) - 1);
+    }
+  }
+}
+
 TEST(DeviceRules, SubCutIsFindSubCut) {
   // quota 0: no sub-bin; otherwise the sub-bin of the quota-th largest and the part of it.
   std::vector<std::uint32_t> sub(256, 0);
