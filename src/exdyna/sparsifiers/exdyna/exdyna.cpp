@@ -250,6 +250,8 @@ sparsifiers::ElementRange ExDyna::begin_step(const comm::Communicator& comm, std
                    comm.size());
   EXDYNA_CHECK_ARG(acc_size == cfg_.n_g, "exdyna got ", acc_size,
                    " gradients; expected n_g = ", cfg_.n_g);
+  EXDYNA_CHECK_ARG(!resident_pending_, "exdyna rank ", cfg_.rank, ": iteration ", iteration_ - 1,
+                   " ran resident and is not finished; call finish_resident first");
   // Alg. 3 line 29-31 (the adjustment itself ran at the end of the previous step).
   const std::int64_t t = iteration_;
   stats.threshold = threshold_;
@@ -501,7 +503,7 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm, bool fus
   // gather_all_'s layout (count, then R bins, per rank). A ladder too long for its slot loses its
   // lowest rungs, and this rank then reads its own ladder as the others do, so every rank plans
   // alike. The slot's head may carry the timing word, and the fused slot this worker's list.
-  const std::size_t per_rank = gather_mine_.size(), head = wire_mine_.size();
+  const std::size_t head = wire_mine_.size();
   const auto send = std::span<std::int64_t>(fused ? fused_mine_ : wire_mine_);
   const auto recv = std::span<const std::int64_t>(fused ? fused_all_ : wire_all_);
   slot_lowest_rung_ = sparsifiers::encode_ladder(mine, bins_, send.first(ladder_words_));
@@ -511,7 +513,11 @@ void ExDyna::gather_counts(std::int64_t mine, comm::Communicator& comm, bool fus
     comm.allgather_fused(send, head + 1, fused_all_);
   else
     comm.allgather_counts(send, wire_all_);
-  const std::size_t stride = send.size();
+  decode_gathered(recv, send.size());
+}
+
+void ExDyna::decode_gathered(std::span<const std::int64_t> recv, std::size_t stride) {
+  const std::size_t per_rank = gather_mine_.size();
   const auto all = std::span<std::int64_t>(gather_all_);
   for (std::size_t i = 0; i < static_cast<std::size_t>(cfg_.world_size); ++i)
     sparsifiers::decode_ladder(recv.subspan(i * stride, ladder_words_), all[i * per_rank],
@@ -565,6 +571,8 @@ int ExDyna::deepest_cut_rung(int rungs, std::size_t per_rank) const {
 }
 
 std::vector<std::byte> ExDyna::save_state() const {
+  EXDYNA_CHECK_ARG(!resident_pending_, "exdyna rank ", cfg_.rank,
+                   ": the state is saved only after finish_resident (a resident step is pending)");
   core::ByteWriter w;
   w.put(kStateMagic);
   w.put(kStateVersion);
@@ -589,6 +597,8 @@ std::vector<std::byte> ExDyna::save_state() const {
 }
 
 void ExDyna::load_state(std::span<const std::byte> state) {
+  EXDYNA_CHECK_ARG(!resident_pending_, "exdyna rank ", cfg_.rank,
+                   ": a state is loaded only after finish_resident (a resident step is pending)");
   core::ByteReader r(state, "exdyna state");
   EXDYNA_CHECK_T(DataError, r.get<std::uint32_t>() == kStateMagic,
                  "exdyna state does not start with the exdyna magic; not an exdyna checkpoint");

@@ -31,6 +31,7 @@
 #include "exdyna/sparsifiers/exdyna/fused_gather.hpp"
 #include "exdyna/sparsifiers/exdyna/partition.hpp"
 #include "exdyna/sparsifiers/exdyna/threshold.hpp"
+#include "exdyna/sparsifiers/resident_step.hpp"
 #include "exdyna/sparsifiers/sparsifier.hpp"
 
 namespace exdyna::sparsifiers {
@@ -58,6 +59,21 @@ class ExDyna final : public Sparsifier {
   bool runs_on_device() const override;
   void step_device(const float* acc, DeviceStep& device, comm::Communicator& comm,
                    StepStats& stats) override;
+  // The exact controller under a worker cap with the fused all-gather and float32 values, from
+  // iteration 1 on (iteration 0's cold ladder gathers a maximum first: step_device), with every
+  // pass of the step left on the device (resident_step.hpp; exdyna_resident.cpp). The decisions
+  // are step()'s fused step's, but for the rule resident_step.hpp states where the cap yields.
+  // The host's state for the next step (threshold, partitions, the ladder's reach) follows from
+  // the step's read-back data at the start of the next step_resident, or in finish_resident; so
+  // stats receives the statistics of the step finished then, one step late (a default StepStats
+  // where none was pending).
+  bool runs_resident() const;
+  void step_resident(const float* acc, ResidentStep& device, comm::Communicator& comm,
+                     StepStats& stats);
+  // Finishes the pending resident step, if any, into stats. save_state, step and step_device
+  // refuse while one is pending.
+  void finish_resident(ResidentStep& device, StepStats& stats);
+  bool resident_pending() const { return resident_pending_; }
   std::string fingerprint() const override;
   std::vector<std::byte> save_state() const override;
   void load_state(std::span<const std::byte> state) override;
@@ -124,6 +140,11 @@ class ExDyna final : public Sparsifier {
   // count, then the R bins) and sums the ladders into summed_bins_; fused: in the fused slot
   // (fused_mine_, its list packed by pack_own_list), with every rank's list into fused_all_.
   void gather_counts(std::int64_t mine, comm::Communicator& comm, bool fused = false);
+  // Every rank's count and ladder from the gathered slots (`stride` words apart) into
+  // gather_all_, this worker's own decoded ladder into bins_, and their sum into summed_bins_.
+  void decode_gathered(std::span<const std::int64_t> recv, std::size_t stride);
+  // The resident step's fixed shapes.
+  ResidentShape resident_shape() const;
   // The fused all-gather (exdyna_fused.cpp). Before it: this worker's cut of its min(cap,
   // candidates) largest candidates (collected first if two passes stored none), with their places
   // in the cut's order, into fused_mine_. After it and the plan: whether every worker's list holds
@@ -247,6 +268,13 @@ class ExDyna final : public Sparsifier {
   std::int64_t my_timing_ = 0;
   double timed_bytes_ = 0;
   double fuse_latency_ = 0, fuse_per_byte_ = 0;
+
+  // The resident step (exdyna_resident.cpp): whether one awaits finish_resident, its grid and its
+  // statistics so far, and every worker's one index.
+  bool resident_pending_ = false;
+  sparsifiers::LadderGrid resident_grid_;
+  StepStats resident_stats_;
+  std::vector<Index> resident_one_;
 };
 
 }  // namespace exdyna::sparsifiers
