@@ -629,8 +629,8 @@ void check_plans(dev::Workspace& ws, std::mt19937_64& rng) {
 // of the fused slots (unpack_fused per rank, a rank with count 0 its one index) on the same data:
 // slots of 1 to 64 words (some too small for the count, some dropping rungs); 1 to 200 ranks with
 // lists of up to the cap (1, 300 and 70,000: places of 2 and 4 bytes), counts from 0 to the whole
-// list, noise between the slots; then a count above its list (the cap yielded) and a slot whose
-// places are corrupt.
+// list, noise between the slots; then a count above its list (the cap yielded: the whole list is
+// taken) and a slot whose places are corrupt.
 void check_wire(dev::Workspace& ws, std::mt19937_64& rng) {
   int slots_checked = 0, lists_checked = 0;
   dev::Buffer<std::int64_t> d_count(1), d_bins(257), d_slot(64), d_result(4);
@@ -702,7 +702,7 @@ void check_wire(dev::Workspace& ws, std::mt19937_64& rng) {
           sparsifiers::unpack_fused(slot, layout, counts[j], expect);
       }
       const std::int64_t total = static_cast<std::int64_t>(expect.size());
-      const std::int64_t k = total + 17;
+      const std::int64_t k = total + cap + 17;  // room for a whole list where the cap yields
       expect.resize(static_cast<std::size_t>(k), 0xfffffff0u);
       dev::Buffer<std::int64_t> d_slots(slots.size()), d_counts(nw);
       dev::Buffer<std::uint32_t> d_one(nw), d_idx(static_cast<std::size_t>(k));
@@ -728,17 +728,31 @@ void check_wire(dev::Workspace& ws, std::mt19937_64& rng) {
                  result[2], " short ", result[3]));
       compare_vectors(expect, got, got.size(), ctx);
       ++g_checks;
-      // The cap yielded for the last rank: its count above its list.
+      // The cap yielded for the last rank: its count above its list takes the whole list.
+      std::vector<std::uint32_t> whole = expect;
+      whole.resize(static_cast<std::size_t>(total) -
+                   static_cast<std::size_t>(counts.back() == 0 ? 1 : counts.back()));
+      const std::span<const std::int64_t> last(slots.data() + (nw - 1) * stride,
+                                               layout.slot_words());
+      const std::int64_t held = sparsifiers::fused_count(last, layout);
+      if (held == 0)
+        whole.push_back(one.back());
+      else
+        sparsifiers::unpack_fused(last, layout, held, whole);
+      const auto listed = static_cast<std::int64_t>(whole.size());
+      whole.resize(static_cast<std::size_t>(k), 0xfffffff0u);
       std::vector<std::int64_t> yielded = counts;
       yielded.back() = cap + 1;
       dev::copy_to_device(ws, d_counts.data(), yielded.data(), nw * 8);
       dev::unpack_lists(ws, d_slots.data(), shape, d_counts.data(), d_one.data(), d_idx.data(),
                         d_result.data());
+      dev::copy_to_host(ws, got.data(), d_idx.data(), got.size() * 4);
       dev::copy_to_host(ws, result.data(), d_result.data(), 32);
-      if (result[0] != -1 || result[1] != sparsifiers::rules::kFusedCapYielded ||
-          result[2] != workers - 1)
-        fail(str(ctx, " (cap yielded): result ", result[0], " status ", result[1], " at ",
-                 result[2]));
+      if (result[0] != listed || result[1] != sparsifiers::rules::kFusedCapYielded ||
+          result[2] != -1)
+        fail(str(ctx, " (cap yielded): result ", result[0], " (cpu ", listed, ") status ",
+                 result[1], " at ", result[2]));
+      compare_vectors(whole, got, got.size(), ctx + " (cap yielded)");
       // The first rank with a count places every entry past it (place bytes all 0xff).
       if (counts[0] > 0) {
         std::vector<std::int64_t> bad = slots;

@@ -95,10 +95,11 @@ void encode_slot(Workspace&, const std::int64_t* d_count, const std::int64_t* d_
 
 // The gathered selection of a fused all-gather (ExDyna's unpack_lists) from every rank's slot
 // (fused_gather.hpp's layout, `slot_stride` words apart) and the planned counts in device memory:
-// d_idx receives k entries, each rank's indices placed below its count in rank order (a rank with
-// count 0: its one index, d_one[rank]), then the sentinel up to k. Enqueued only. d_result[0]: how
-// many are indices (-1: none, the plan does not fit the lists), d_result[1]: rules::PlanStatus
-// (kFusedCapYielded where the CPU falls back to the index all-gather), d_result[2]: the first
+// d_idx receives k entries, each rank's indices placed below its count in rank order (a count
+// above the rank's list takes the whole list, resident_step.hpp's rule; a rank with count 0 gives
+// its one index, d_one[rank]), then the sentinel up to k. Enqueued only. d_result[0]: how many
+// are indices (-1: none, a slot or count is bad or they pass k), d_result[1]: rules::PlanStatus
+// (kFusedCapYielded, the list valid, where some count was above its list), d_result[2]: the first
 // rank at fault (-1: none), d_result[3]: 0, or 1 + a rank whose slot placed fewer than its count
 // below it (unpack_fused's DataError: the list is not one).
 struct UnpackShape {

@@ -1,11 +1,12 @@
 // device_kernels.hpp's unpack_lists: the gathered selection of a fused all-gather, from every
-// rank's slot and the planned counts in device memory (plan_counts' output), without the host.
-// One block per rank: its offset in the list is the sum of the ranks before it (a rank with count
-// 0 sends its one index, as on the CPU), and its entries placed below its count are kept in slot
+// rank's slot and the planned counts in device memory (plan_counts' output), without the host. One
+// block per rank: its offset in the list is the sum of the ranks before it (a rank with count 0
+// sends its one index, as on the CPU), and its entries placed below its count are kept in slot
 // (index) order by a block-wide scan of 0/1 flags, a tile of the block's width at a time, as
-// unpack_fused keeps them (device_wire.hpp's FusedSlot reads the entries; device_wire_test.cpp
-// holds its serial form to unpack_fused). The last block pads the list to k with the sentinel and
-// writes the total, so the values' all-reduce always carries k.
+// unpack_fused keeps them, a count above the rank's list taking the list (resident_step.hpp;
+// device_wire.hpp's FusedSlot reads the entries; device_wire_test.cpp holds its serial form to
+// unpack_fused). The last block pads the list to k with the sentinel and writes the total, so the
+// values' all-reduce always carries k.
 #include <cuda_runtime.h>
 
 #include <cub/block/block_scan.cuh>
@@ -23,19 +24,27 @@ namespace {
 
 constexpr int kUnpackThreads = 256;
 
-// What rank j adds to the list (its count, or its one index), or -1 when its slot is bad or its
-// count above its list (the cap yielded), with the status in *status.
-__device__ std::int64_t taken_by(const UnpackShape& s, const std::int64_t* slots,
-                                 const std::int64_t* counts, int j, int* status) {
+// The entries rank j's list gives (resident_step.hpp's rule: its count, or its whole list where
+// the count is more, the cap having yielded), or -1 where its slot or count is bad; *yielded
+// set where the count was more.
+__device__ std::int64_t kept_of(const UnpackShape& s, const std::int64_t* slots,
+                                const std::int64_t* counts, int j, bool* yielded) {
   const rules::FusedSlot slot{slots + static_cast<std::size_t>(j) * s.slot_stride, s.head_words,
                               s.cap};
   const std::int64_t n = slot.count();
   const std::int64_t c = counts[j];
-  *status = n < 0            ? rules::kFusedCountBad
-            : c < 0 || c > n ? rules::kFusedCapYielded
-                             : rules::kPlanOk;
-  if (*status != rules::kPlanOk) return -1;
-  return c == 0 ? 1 : c;
+  if (n < 0 || c < 0) return -1;
+  if (c > n) *yielded = true;
+  return c < n ? c : n;
+}
+
+// What rank j adds to the list (kept_of, or its one index where that is 0), or -1 with the status
+// in *status.
+__device__ std::int64_t taken_by(const UnpackShape& s, const std::int64_t* slots,
+                                 const std::int64_t* counts, int j, int* status, bool* yielded) {
+  const std::int64_t c = kept_of(s, slots, counts, j, yielded);
+  *status = c < 0 ? rules::kFusedCountBad : rules::kPlanOk;
+  return c < 0 ? -1 : c == 0 ? 1 : c;
 }
 
 __global__ void unpack_kernel(UnpackShape s, const std::int64_t* slots, const std::int64_t* counts,
@@ -49,15 +58,16 @@ __global__ void unpack_kernel(UnpackShape s, const std::int64_t* slots, const st
     // This rank's place in the list; the last block also checks the others and closes the list.
     std::int64_t at = 0;
     int status = rules::kPlanOk, first_bad = -1;
+    bool yielded = false;
     for (int i = 0; i < j && first_bad < 0; ++i) {
-      const std::int64_t t = taken_by(s, slots, counts, i, &status);
+      const std::int64_t t = taken_by(s, slots, counts, i, &status, &yielded);
       if (t < 0) first_bad = i;
       at += t;
     }
     bad = first_bad >= 0;
     std::int64_t mine = 0;
     if (first_bad < 0) {
-      mine = taken_by(s, slots, counts, j, &status);
+      mine = taken_by(s, slots, counts, j, &status, &yielded);
       if (mine < 0) first_bad = j;
       bad = first_bad >= 0 || at + mine > s.k;
     }
@@ -65,7 +75,7 @@ __global__ void unpack_kernel(UnpackShape s, const std::int64_t* slots, const st
     if (j == s.workers - 1) {
       if (first_bad < 0 && at + mine > s.k) status = rules::kListPastK;
       result[0] = first_bad < 0 && status == rules::kPlanOk ? at + mine : -1;
-      result[1] = status;
+      result[1] = status == rules::kPlanOk && yielded ? rules::kFusedCapYielded : status;
       result[2] = first_bad;
       if (result[0] >= 0)
         for (std::int64_t i = result[0]; i < s.k; ++i) idx[i] = s.sentinel;
@@ -73,7 +83,8 @@ __global__ void unpack_kernel(UnpackShape s, const std::int64_t* slots, const st
   }
   __syncthreads();
   if (bad) return;
-  const std::int64_t c = counts[j];
+  bool yielded = false;
+  const std::int64_t c = kept_of(s, slots, counts, j, &yielded);
   if (c == 0) {
     if (threadIdx.x == 0) idx[offset] = one[j];
     return;
