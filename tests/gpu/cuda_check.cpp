@@ -7,7 +7,7 @@
 // the top of the floats); cuts at rung 0, the top rung and the rungs that hold values, with quota
 // 0, 1, a part and the whole bin; offsets 0, large, and wrapping past 2^32; a misaligned partition
 // pointer for the scalar paths; the exact controller's plan from gathered ladder slots, the ladder
-// slot's encoding and the fused all-gather's unpacking).
+// slot's encoding, the fused slot's packing and the fused all-gather's unpacking).
 //
 // Plain main, no test framework: exits 0 when everything matched, 1 on the first mismatch (printed
 // with what differs), 77 when no CUDA device is present (CTest: skipped), 2 on bad arguments.
@@ -774,6 +774,91 @@ void check_wire(dev::Workspace& ws, std::mt19937_64& rng) {
   std::fflush(stdout);
 }
 
+// pack_slot (this worker's fused slot on the device) against the CPU's: collect_ladder_candidates
+// from the floor, own_cut and take_cut of L = min(count, cap), cut_order_key, encode_ladder and
+// pack_fused, word for word; partitions inside a larger acc (an offset), floors 0 and 5, caps from
+// 1 to past 65,536 (4-byte places), a partition with no candidate.
+void check_pack(dev::Workspace& ws, std::mt19937_64& rng) {
+  int packs = 0;
+  for (const std::size_t n : {std::size_t{1000}, (std::size_t{1} << 20) + 7}) {
+    std::vector<float> acc = gaussian(n + 300, rng, 1e-2f);
+    for (std::size_t i = 0; i < 300; ++i) acc[n + i] = 5.0f;  // past the partition: never read
+    const std::uint32_t offset = 0;
+    const std::span<const float> part(acc.data(), n);
+    std::vector<float> sa(part.begin(), part.end());
+    for (auto& v : sa) v = std::fabs(v);
+    std::sort(sa.begin(), sa.end(), std::greater<>());
+    dev::Buffer<float> d_acc(acc.size());
+    dev::copy_to_device(ws, d_acc.data(), acc.data(), acc.size() * 4);
+    sparsifiers::LadderGrid grid = grids_of(sa).front().second;  // m4x129 around the 1 % value
+    for (const int floor : {0, 5}) {
+      sparsifiers::LadderGrid fg = grid;
+      fg.lo_key += static_cast<std::uint32_t>(floor);
+      fg.rungs -= floor;
+      for (const std::int64_t cap :
+           {std::int64_t{1}, std::int64_t{37}, std::int64_t{5000}, std::int64_t{70000}}) {
+        for (const bool empty : {false, true}) {
+          sparsifiers::LadderGrid g = fg;
+          if (empty) g.lo_key = sparsifiers::ladder_key(1e30f, g.mant_bits);  // nothing that high
+          sparsifiers::FusedLayout layout;
+          layout.head_words = 25;  // 24 ladder words and a timing word
+          layout.cap = cap;
+          // The CPU's slot.
+          std::vector<std::int64_t> bins(static_cast<std::size_t>(grid.rungs), 0);
+          std::vector<std::uint32_t> idx(n + 1);
+          std::vector<float> abs(n + 1);
+          const std::size_t count = sparsifiers::collect_ladder_candidates(
+              part, offset, g, idx.data(), abs.data(), bins.data() + floor);
+          const std::int64_t list = std::min<std::int64_t>(static_cast<std::int64_t>(count), cap);
+          std::size_t kept = 0;
+          if (list > 0) {
+            const auto [cut, quota] = sparsifiers::own_cut(bins, list);
+            kept = sparsifiers::take_cut(idx.data(), abs.data(), count, g, std::max(cut - floor, 0),
+                                         quota);
+          }
+          std::vector<std::uint32_t> keys(kept);
+          for (std::size_t i = 0; i < kept; ++i)
+            keys[i] = sparsifiers::cut_order_key(std::fabs(acc[idx[i]]), g);
+          std::vector<std::int64_t> cpu(layout.slot_words(), 0);
+          const int lowest = sparsifiers::encode_ladder(static_cast<std::int64_t>(count), bins,
+                                                        std::span<std::int64_t>(cpu).first(24));
+          std::vector<std::uint64_t> scratch;
+          sparsifiers::pack_fused(std::span<const std::uint32_t>(idx.data(), kept), keys, layout,
+                                  cpu, scratch);
+          // The device's.
+          dev::Buffer<std::int64_t> d_slot(layout.slot_words()), d_result(7);
+          dev::PackShape shape;
+          shape.len = static_cast<std::int64_t>(n);
+          shape.offset = offset;
+          shape.floor_grid = g;
+          shape.floor = floor;
+          shape.rungs = grid.rungs;
+          shape.ladder_words = 24;
+          shape.head_words = 25;
+          shape.cap = cap;
+          dev::pack_slot(ws, d_acc.data(), shape, d_slot.data(), d_result.data());
+          std::vector<std::int64_t> got(layout.slot_words()), result(7);
+          dev::copy_to_host(ws, got.data(), d_slot.data(), got.size() * 8);
+          dev::copy_to_host(ws, result.data(), d_result.data(), 56);
+          const std::string ctx = str("pack_slot: n ", n, " floor ", floor, " cap ", cap,
+                                      empty ? " (no candidate)" : "");
+          if (result[0] != static_cast<std::int64_t>(count) || result[1] != list ||
+              result[2] != 0 || result[3] != 0 || result[4] != 0 || result[5] != lowest ||
+              result[6] != 0)
+            fail(str(ctx, ": result ", result[0], "/", result[1], " status ", result[2], "/",
+                     result[3], "/", result[4], " lowest ", result[5], "/", lowest, " kept ",
+                     result[6], "; cpu count ", count, " L ", list));
+          compare_vectors(cpu, got, cpu.size(), ctx + " slot words");
+          ++g_checks;
+          ++packs;
+        }
+      }
+    }
+  }
+  std::printf("  pack_slot ok (%d slots, %ld checks so far)\n", packs, g_checks);
+  std::fflush(stdout);
+}
+
 void run_size(dev::Workspace& ws, std::size_t n, std::mt19937_64& rng) {
   const bool big = n > (std::size_t{1} << 22);
   std::printf("n = %zu\n", n);
@@ -855,6 +940,7 @@ int main(int argc, char** argv) {
     if (!quick) sizes.push_back(25'000'000);
     check_plans(ws, rng);
     check_wire(ws, rng);
+    check_pack(ws, rng);
     for (const std::size_t n : sizes) run_size(ws, n, rng);
     // Empty inputs: nothing selected, nothing counted, nothing written.
     {

@@ -100,6 +100,7 @@ struct Workspace::Impl {
   DeviceScratch small;    // counters, bins, sub-bins, partial sums
   DeviceScratch plan;     // the exact controller's plan: decoded ladders and its scratch
   DeviceScratch cut;      // a cut's rule and need where only the device knows them
+  DeviceScratch pack;     // the fused slot's pack: ladder, candidates, sort keys
   PinnedScratch host;     // what comes back to the host
 
   int sms() {

@@ -93,6 +93,28 @@ void plan_counts(Workspace&, const std::int64_t* d_slots, const PlanShape& shape
 void encode_slot(Workspace&, const std::int64_t* d_count, const std::int64_t* d_bins, int rungs,
                  std::int64_t* d_slot, std::size_t words, std::int64_t* d_result);
 
+// This worker's fused slot (ExDyna::pack_own_list with gather_counts' ladder; resident_step.hpp's
+// pack_slot) from its partition acc[offset, offset + len), without the host: the count pass in
+// floor_grid, its bins from rung `floor` of the full ladder (`rungs` bins), the L = min(count,
+// cap) largest candidates (own_cut of L on the full ladder, take_cut at its rung from the floor),
+// each one's place in the cut's order (cut_order_key, lower index first), and the slot: the ladder
+// encoded in its first ladder_words, zeros to head_words, L, the indices, the places. The same
+// words as pack_fused on the CPU's cut. Enqueued only. d_result (7 words): the count, L, the own
+// cut's rules::PlanStatus, take_cut's, encode_slot's, the lowest rung the slot holds, and
+// kFusedPlacesShort where the cut kept other than L (else 0).
+struct PackShape {
+  std::int64_t len = 0;      // the partition's values
+  std::uint32_t offset = 0;  // its first index in acc
+  LadderGrid floor_grid;     // the step's grid from this worker's floor
+  int floor = 0;             // the floor's rung in the full ladder
+  int rungs = 0;             // the full ladder's bins (floor + floor_grid.rungs)
+  std::size_t ladder_words = 0;
+  std::size_t head_words = 0;  // FusedLayout::head_words (>= ladder_words)
+  std::int64_t cap = 0;        // FusedLayout::cap (>= 1)
+};
+void pack_slot(Workspace&, const float* d_acc, const PackShape& shape, std::int64_t* d_slot,
+               std::int64_t* d_result);
+
 // The gathered selection of a fused all-gather (ExDyna's unpack_lists) from every rank's slot
 // (fused_gather.hpp's layout, `slot_stride` words apart) and the planned counts in device memory:
 // d_idx receives k entries, each rank's indices placed below its count in rank order (a count

@@ -154,6 +154,20 @@ inline CutRule make_cut_rule(const LadderGrid& grid, int rung) {
   return cut_rule_at(grid.lo_key, grid.mant_bits, grid.rungs, rung);
 }
 
+// fused_gather.hpp's cut_order_key of |x| (abs_value, sign already cleared) in the grid (lo_key,
+// mant_bits, rungs): its ladder bin clamped to the top rung, then the sub-bin of the next 8
+// mantissa bits.
+EXDYNA_HD std::uint32_t order_key(float abs_value, std::uint32_t lo_key, int mant_bits, int rungs) {
+  const int shift = 23 - mant_bits;
+  const int sub_bits = shift < 8 ? shift : 8;
+  const std::uint32_t bits = bits_of(abs_value);
+  const auto top = static_cast<std::uint32_t>(rungs - 1);
+  const std::uint32_t b = (bits >> shift) - lo_key;
+  const std::uint32_t bin = b < top ? b : top;
+  const std::uint32_t sub = (bits >> (shift - sub_bits)) & ((1u << sub_bits) - 1);
+  return bin << 8 | sub;
+}
+
 // BlockLayout::block_of for 32-bit indices: the remainder belongs to the last block.
 EXDYNA_HD std::uint64_t block_of(std::uint32_t i, std::uint64_t block_size,
                                  std::uint64_t n_blocks) {

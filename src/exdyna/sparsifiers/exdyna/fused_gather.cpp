@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "exdyna/core/error.hpp"
+#include "exdyna/sparsifiers/exdyna/device_rules.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -41,14 +42,8 @@ void check_slot(std::size_t words, const FusedLayout& layout) {
 }  // namespace
 
 std::uint32_t cut_order_key(float abs_value, const LadderGrid& grid) {
-  // As take_cut reads a candidate (ladder_cut.cpp, take_cut_scalar).
-  const int shift = 23 - grid.mant_bits;
-  const int sub_bits = std::min(8, shift);
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(abs_value);
-  const std::uint32_t top = static_cast<std::uint32_t>(grid.rungs - 1);
-  const std::uint32_t bin = std::min((bits >> shift) - grid.lo_key, top);
-  const std::uint32_t sub = (bits >> (shift - sub_bits)) & ((1u << sub_bits) - 1);
-  return bin << 8 | sub;
+  // As take_cut reads a candidate (ladder_cut.cpp, take_cut_scalar); the device's rule.
+  return rules::order_key(abs_value, grid.lo_key, grid.mant_bits, grid.rungs);
 }
 
 void pack_fused(std::span<const std::uint32_t> kept, std::span<const std::uint32_t> keys,

@@ -10,9 +10,13 @@
 #include <cuda_runtime.h>
 
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <limits>
 
 #include "exdyna/core/device_workspace.cuh"
 #include "exdyna/sparsifiers/exdyna/device_kernels.hpp"
+#include "exdyna/sparsifiers/exdyna/device_plan.hpp"
+#include "exdyna/sparsifiers/exdyna/device_rules.hpp"
 #include "exdyna/sparsifiers/exdyna/device_wire.hpp"
 #include "exdyna/sparsifiers/exdyna/fused_gather.hpp"
 
@@ -106,7 +110,112 @@ __global__ void unpack_kernel(UnpackShape s, const std::int64_t* slots, const st
   if (threadIdx.x == 0 && written != c) result[3] = j + 1;  // unpack_fused's DataError
 }
 
+// pack_slot, after the count pass: L = min(count, cap), the own cut of L on the full ladder (its
+// rung in the grid from the floor), and L into the slot.
+__global__ void pack_prep_kernel(const std::int64_t* bins, int rungs, int floor, std::int64_t cap,
+                                 std::int64_t* result, std::int64_t* rung_quota,
+                                 std::int64_t* slot_l) {
+  const std::int64_t list = result[0] < cap ? result[0] : cap;
+  int cut = 0;
+  std::int64_t quota = 0;
+  result[1] = list;
+  result[2] = rules::own_cut_form(bins, rungs, list, &cut, &quota);
+  rung_quota[0] = cut > floor ? cut - floor : 0;
+  rung_quota[1] = quota;
+  *slot_l = list;
+}
+
+// The cut's order of the kept candidates (take_cut's, in index order): larger key first, then the
+// lower index; the entries past L sort last.
+__global__ void order_keys_kernel(const float* acc, const std::uint32_t* idx,
+                                  const std::uint32_t* kept, std::int64_t* result, std::int64_t cap,
+                                  std::uint32_t lo_key, int mant_bits, int rungs,
+                                  unsigned long long* keys) {
+  const std::int64_t list = result[1];
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i == 0 && static_cast<std::int64_t>(*kept) != list)
+    result[6] = rules::kFusedPlacesShort;  // the cut kept other than L
+  if (i >= cap) return;
+  if (i >= list) {
+    keys[i] = ~0ull;
+    return;
+  }
+  const std::uint32_t key = rules::order_key(fabsf(acc[idx[i]]), lo_key, mant_bits, rungs);
+  keys[i] = static_cast<unsigned long long>(~key) << 32 | static_cast<unsigned long long>(i);
+}
+
+// Each kept candidate's index and place (its position in the sorted order) into the slot's
+// areas, as pack_fused lays them out (little-endian, 4-byte indices, 2- or 4-byte places).
+__global__ void place_kernel(const unsigned long long* sorted, const std::uint32_t* idx,
+                             const std::int64_t* result, std::int64_t cap,
+                             std::uint32_t* index_area, void* place_area, int place_bytes) {
+  const std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= cap || p >= result[1]) return;
+  const auto i = static_cast<std::uint32_t>(sorted[p] & 0xffffffffu);
+  index_area[i] = idx[i];
+  if (place_bytes == 2)
+    static_cast<std::uint16_t*>(place_area)[i] = static_cast<std::uint16_t>(p);
+  else
+    static_cast<std::uint32_t*>(place_area)[i] = static_cast<std::uint32_t>(p);
+}
+
 }  // namespace
+
+void pack_slot(Workspace& ws, const float* d_acc, const PackShape& s, std::int64_t* d_slot,
+               std::int64_t* d_result) {
+  EXDYNA_CHECK_ARG(s.cap >= 1 && s.floor >= 0 && s.floor + s.floor_grid.rungs == s.rungs &&
+                       s.ladder_words >= 1 && s.ladder_words <= s.head_words,
+                   "device pack of a slot with cap ", s.cap, ", floor ", s.floor, " of ", s.rungs,
+                   " rungs (", s.floor_grid.rungs, " from the floor), ", s.ladder_words,
+                   " ladder words in a head of ", s.head_words,
+                   "; expected cap >= 1, floor + rungs from it = rungs, 1 <= ladder words <= head");
+  FusedLayout layout;
+  layout.head_words = s.head_words;
+  layout.cap = s.cap;
+  auto& w = ws.impl();
+  const std::size_t cap = static_cast<std::size_t>(s.cap);
+  // Scratch: the full ladder and the cut's rung and quota (int64), the candidates kept (len + 1),
+  // their count, and the sort's keys, in and out; then cub's temporary storage.
+  std::size_t temp_bytes = 0;
+  EXDYNA_CUDA(cub::DeviceRadixSort::SortKeys(
+      nullptr, temp_bytes, static_cast<const unsigned long long*>(nullptr),
+      static_cast<unsigned long long*>(nullptr), static_cast<std::int64_t>(cap), 0, 64, w.stream));
+  const std::size_t words = static_cast<std::size_t>(s.rungs) + 2 + 2 * cap +
+                            (static_cast<std::size_t>(s.len) + 2 + 1) / 2 + 1;
+  auto* base = static_cast<std::int64_t*>(w.pack.get(words * 8 + temp_bytes + 256));
+  std::int64_t* d_bins = base;
+  std::int64_t* d_rq = d_bins + s.rungs;
+  auto* d_keys_in = reinterpret_cast<unsigned long long*>(d_rq + 2);
+  unsigned long long* d_keys_out = d_keys_in + cap;
+  auto* d_idx = reinterpret_cast<std::uint32_t*>(d_keys_out + cap);
+  std::uint32_t* d_kept = d_idx + s.len + 1;
+  void* d_temp = base + words;
+
+  EXDYNA_CUDA(cudaMemsetAsync(d_slot, 0, layout.slot_words() * 8, w.stream));
+  EXDYNA_CUDA(cudaMemsetAsync(d_bins, 0, static_cast<std::size_t>(s.rungs) * 8, w.stream));
+  EXDYNA_CUDA(cudaMemsetAsync(d_result, 0, 7 * 8, w.stream));
+  const float* d_part = d_acc + s.offset;
+  ladder_count_async(ws, d_part, s.len, s.floor_grid, d_bins + s.floor, d_result);
+  EXDYNA_CUDA_LAUNCH("pack_prep_kernel",
+                     pack_prep_kernel<<<1, 1, 0, w.stream>>>(
+                         d_bins, s.rungs, s.floor, s.cap, d_result, d_rq, d_slot + s.head_words));
+  encode_slot(ws, d_result, d_bins, s.rungs, d_slot, s.ladder_words, d_result + 4);
+  take_cut_async(ws, d_part, s.len, s.offset, s.floor_grid, d_rq, d_idx, d_kept, d_result + 3);
+  const unsigned blocks = static_cast<unsigned>((cap + 255) / 256);
+  EXDYNA_CUDA_LAUNCH("order_keys_kernel",
+                     order_keys_kernel<<<blocks, 256, 0, w.stream>>>(
+                         d_acc, d_idx, d_kept, d_result, s.cap, s.floor_grid.lo_key,
+                         s.floor_grid.mant_bits, s.floor_grid.rungs, d_keys_in));
+  // d_idx holds absolute indices (offset + i): acc, not the partition, is what they index.
+  EXDYNA_CUDA(cub::DeviceRadixSort::SortKeys(d_temp, temp_bytes, d_keys_in, d_keys_out,
+                                             static_cast<std::int64_t>(cap), 0, 64, w.stream));
+  auto* index_area = reinterpret_cast<std::uint32_t*>(d_slot + s.head_words + 1);
+  void* place_area = d_slot + s.head_words + 1 + layout.index_words();
+  EXDYNA_CUDA_LAUNCH("place_kernel", place_kernel<<<blocks, 256, 0, w.stream>>>(
+                                         d_keys_out, d_idx, d_result, s.cap, index_area, place_area,
+                                         static_cast<int>(layout.place_bytes())));
+  w.kernels_done();
+}
 
 void unpack_lists(Workspace& ws, const std::int64_t* d_slots, const UnpackShape& shape,
                   const std::int64_t* d_counts, const std::uint32_t* d_one, std::uint32_t* d_idx,
