@@ -81,18 +81,20 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void gather_kernel(const float* __restrict__ x, const std::uint32_t* __restrict__ idx,
-                              std::uint64_t m, float* __restrict__ out) {
+                              std::uint64_t m, std::uint64_t n, float* __restrict__ out) {
   for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; j < m;
        j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
-    out[j] = x[idx[j]];
+    out[j] = idx[j] < n ? x[idx[j]] : 0.0f;  // n: the padding's index and past it read 0
 }
 
 __global__ void scatter_kernel(float* __restrict__ grad, float* __restrict__ residual,
                                const std::uint32_t* __restrict__ idx,
-                               const float* __restrict__ sums, std::uint64_t m, float scale) {
+                               const float* __restrict__ sums, std::uint64_t m, std::uint64_t n,
+                               float scale) {
   for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; j < m;
        j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     const std::uint32_t i = idx[j];
+    if (i >= n) continue;  // the padding of a resident step's list
     grad[i] = sums[j] * scale;
     residual[i] = 0.0f;
   }
@@ -159,7 +161,21 @@ void gather(Workspace& ws, const float* d_x, const std::uint32_t* d_idx, std::in
   TimedCall timed(w);
   const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
   EXDYNA_CUDA_LAUNCH("gather", gather_kernel<<<blocks, kThreads, 0, w.stream>>>(
-                                   d_x, d_idx, static_cast<std::uint64_t>(m), d_out));
+                                   d_x, d_idx, static_cast<std::uint64_t>(m), ~0ull, d_out));
+  w.kernels_done();
+}
+
+void gather_listed(Workspace& ws, const float* d_x, std::int64_t n, const std::uint32_t* d_idx,
+                   std::int64_t m, float* d_out) {
+  check_size(n, "gather_listed");
+  check_size(m, "gather_listed");
+  if (m == 0) return;
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
+  EXDYNA_CUDA_LAUNCH("gather_listed", gather_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                                          d_x, d_idx, static_cast<std::uint64_t>(m),
+                                          static_cast<std::uint64_t>(n), d_out));
   w.kernels_done();
 }
 
@@ -175,7 +191,8 @@ void scatter_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_
   const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
   EXDYNA_CUDA_LAUNCH("scatter_update",
                      scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
-                         d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m), scale));
+                         d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m),
+                         static_cast<std::uint64_t>(n), scale));
   w.kernels_done();
 }
 

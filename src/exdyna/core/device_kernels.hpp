@@ -129,9 +129,13 @@ double sum_squares(Workspace&, const float* d_x, std::int64_t n);
 
 // out[j] = x[idx[j]] for j < m.
 void gather(Workspace&, const float* d_x, const std::uint32_t* d_idx, std::int64_t m, float* d_out);
+// The same over a resident step's list (x of n values): out[j] = 0 where idx[j] >= n (its padding).
+void gather_listed(Workspace&, const float* d_x, std::int64_t n, const std::uint32_t* d_idx,
+                   std::int64_t m, float* d_out);
 
 // Error feedback's sparse update: grad = 0 except grad[idx[j]] = sums[j] * scale, and
-// residual[idx[j]] = 0 (the indices distinct and below n, as the gathered selection is).
+// residual[idx[j]] = 0 (the indices distinct, as the gathered selection is; an index at or past n,
+// a resident step's padding, is skipped).
 void scatter_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n,
                     const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale);
 

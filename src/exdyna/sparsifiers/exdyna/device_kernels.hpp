@@ -57,6 +57,11 @@ void take_cut_async(Workspace&, const float* d_part, std::int64_t n, std::uint32
 // entries. Synchronizes.
 void count_per_block(Workspace&, const std::uint32_t* d_idx, std::int64_t m,
                      std::int64_t block_size, std::int64_t n_blocks, std::uint32_t* h_hits);
+// The same left on the device: d_hits (n_blocks device entries) OVERWRITTEN with the counts of the
+// indices below `limit` (a resident step's list, whose padding is at `limit`). Enqueued only.
+void count_per_block_async(Workspace&, const std::uint32_t* d_idx, std::int64_t m,
+                           std::int64_t limit, std::int64_t block_size, std::int64_t n_blocks,
+                           std::uint32_t* d_hits);
 
 // The exact controller's plan of one step from every rank's gathered slot (ladder_wire.hpp's
 // ladder at the start of each), without the host: ladder_cut.cu runs device_plan.hpp's forms of
