@@ -595,7 +595,17 @@ void check_plans(dev::Workspace& ws, std::mt19937_64& rng) {
             if (got[nw] != total || got[nw + 1] != cut_rung || got[nw + 2] != quota)
               fail(str(ctx, ": total/rung/quota cpu ", total, "/", cut_rung, "/", quota, " gpu ",
                        got[nw], "/", got[nw + 1], "/", got[nw + 2]));
-            ++g_checks;
+            // Without the worker's own ladder: the cut of its decoded one.
+            dev::plan_counts(ws, d_slots.data(), shape, nullptr, d_out.data());
+            dev::copy_to_host(ws, got.data(), d_out.data(), got.size() * 8);
+            const auto [dec_rung, dec_quota] = sparsifiers::own_cut(
+                std::span<const std::int64_t>(
+                    &gathered[static_cast<std::size_t>(rank) * (1 + r) + 1], r),
+                cpu[rank]);
+            if (got[nw + 3] != 0 || got[nw + 1] != dec_rung || got[nw + 2] != dec_quota)
+              fail(str(ctx, " (decoded own ladder): status ", got[nw + 3], " rung/quota cpu ",
+                       dec_rung, "/", dec_quota, " gpu ", got[nw + 1], "/", got[nw + 2]));
+            g_checks += 2;
             ++plans;
           }
         }

@@ -87,7 +87,8 @@ constexpr std::size_t plan_out_words(int workers) {
   return static_cast<std::size_t>(workers) + 5;
 }
 // d_own_bins: this worker's own `rungs` bins (the full ladder it counted; its slot may have dropped
-// the lowest rungs). Throws InvalidArgument on a shape the CPU plan refuses.
+// the lowest rungs), or nullptr: its decoded ladder, as ExDyna's gather_counts leaves it. Throws
+// InvalidArgument on a shape the CPU plan refuses.
 void plan_counts(Workspace&, const std::int64_t* d_slots, const PlanShape& shape,
                  const std::int64_t* d_own_bins, std::int64_t* d_out);
 

@@ -50,7 +50,11 @@ __global__ void plan_kernel(const std::int64_t* slots, PlanShape shape,
   if (s == rules::kPlanOk) {
     int rung = 0;
     std::int64_t quota = 0;
-    s = rules::own_cut_form(own_bins, shape.rungs, out[shape.rank], &rung, &quota);
+    // Without its own full ladder, this worker cuts its decoded one, as gather_counts has it.
+    const std::int64_t* bins = own_bins != nullptr
+                                   ? own_bins
+                                   : decoded + static_cast<std::size_t>(shape.rank) * stride + 1;
+    s = rules::own_cut_form(bins, shape.rungs, out[shape.rank], &rung, &quota);
     out[n + 1] = rung;
     out[n + 2] = quota;
   }
