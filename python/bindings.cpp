@@ -48,8 +48,8 @@ namespace {
 using sparsifiers::SparsifierConfig;
 
 // Python-side options: the option table's keywords (sparsifiers/option_table.hpp, the CLI's flags
-// in Python spelling: --min-blk -> min_blk) and the binding's own two, measure_global_error and
-// timeout. Defaults are the library's: the exact controller and balance and the automatic worker
+// in Python spelling: --min-blk -> min_blk) and the binding's own three, measure_global_error,
+// resident and timeout. Defaults are the library's: the exact controller and balance and the automatic worker
 // cap, which hold the density at d on real gradients.
 struct Options {
   SparsifierConfig config;
@@ -88,13 +88,13 @@ std::string option_text(const sparsifiers::OptionSpec& o, const std::string& nam
 }
 
 // The binding's own options: they configure error feedback and the collectives, not a sparsifier.
-constexpr const char* kSessionOptions[] = {"measure_global_error", "timeout"};
+constexpr const char* kSessionOptions[] = {"measure_global_error", "resident", "timeout"};
 
 bool set_session_option(Options& o, const std::string& name, py::handle v) {
-  if (name == "measure_global_error") {
+  if (name == "measure_global_error" || name == "resident") {
     EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", name, "=", shown(v),
                      " is not valid; expected True or False");
-    o.ef.measure_global_error = v.cast<bool>();
+    (name == "resident" ? o.ef.resident : o.ef.measure_global_error) = v.cast<bool>();
     return true;
   }
   if (name == "timeout") {

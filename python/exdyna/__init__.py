@@ -52,7 +52,8 @@ def option_names():
 def option_table():
     """The library's options, as a list of dicts (keyword, flag, kind, values, sparsifier it
     tunes, description, default): what docs/sparsifiers.md's table and `exdyna options` show.
-    option_names() also lists the Python path's own two: measure_global_error and timeout."""
+    option_names() also lists the Python path's own three: measure_global_error, resident and
+    timeout."""
     return [dict(row) for row in _exdyna.option_table()]
 
 
@@ -98,8 +99,9 @@ class Sparsifier:
     sparsifier: one of sparsifier_names(). density: d in (0, 1]. process_group: a
     torch.distributed process group (Gloo, or NCCL for CUDA tensors; default: the default group).
     options: the library's option table in Python spelling (the CLI's flags with underscores;
-    option_names() lists them, docs/sparsifiers.md describes them), plus measure_global_error (bool)
-    and timeout (seconds). The convergence options: warmup_steps and warmup_start (the density
+    option_names() lists them, docs/sparsifiers.md describes them), plus measure_global_error (bool),
+    resident (bool: on CUDA tensors, the step without host round trips, docs/python.md) and timeout
+    (seconds). The convergence options: warmup_steps and warmup_start (the density
     warm-up, on CPU and CUDA tensors), and on CPU tensors momentum_correction (DGC's momentum
     correction with masking: the update then carries the momentum, so the optimizer must apply
     none) and local_clip. non_finite: "raise" (default: a NaN or Inf in the gradient raises

@@ -80,7 +80,7 @@ def test_the_two_densities_have_names_that_say_which(one_rank):
 def test_the_option_and_statistics_tables_are_public():
     table = exdyna.option_table()
     # option_names() adds the two the Python path alone takes
-    assert {row["key"] for row in table} | {"measure_global_error", "timeout"} == set(
+    assert {row["key"] for row in table} | {"measure_global_error", "resident", "timeout"} == set(
         exdyna.option_names())
     assert "non_finite" in {row["key"] for row in table}
     fields = exdyna.stats_fields()

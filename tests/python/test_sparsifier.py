@@ -33,14 +33,24 @@ def test_bad_options_raise_value_error(one_rank, kwargs, match):
 
 def test_options_are_the_option_table(one_rank):
     # The keywords are the library's option table (the CLI's flags with underscores) and the
-    # binding's own two; each is taken, and refused naming itself when its value is bad.
+    # binding's own three; each is taken, and refused naming itself when its value is bad.
     rows = exdyna._exdyna.option_table()
     keys = [r["key"] for r in rows]
-    assert sorted(keys + ["measure_global_error", "timeout"]) == sorted(exdyna.option_names())
+    own = ["measure_global_error", "resident", "timeout"]
+    assert sorted(keys + own) == sorted(exdyna.option_names())
     for r in rows:
         assert r["flag"] == "--" + r["key"].replace("_", "-")
         with pytest.raises(ValueError, match=f"option {r['key']}="):
             exdyna.Sparsifier("exdyna", 0.01, **{r["key"]: [1]})
+    for key in own:
+        with pytest.raises(ValueError, match=f"option {key}="):
+            exdyna.Sparsifier("exdyna", 0.01, **{key: "yes"})
+    # resident concerns CUDA gradients: on the CPU the step is the same.
+    g = torch.randn(5000, generator=torch.Generator().manual_seed(3))
+    plain, resident = exdyna.Sparsifier("exdyna", 0.01), exdyna.Sparsifier("exdyna", 0.01,
+                                                                           resident=True)
+    for _ in range(3):
+        assert torch.equal(plain.step(g.clone()), resident.step(g.clone()))
     defaults = {r["key"]: r["default"] for r in rows}
     assert (defaults["controller"], defaults["balance"]) == ("exact", "exact")
 

@@ -139,7 +139,63 @@ __global__ void undo_skip_kernel(float* __restrict__ grad, float* __restrict__ r
   }
 }
 
+// resident_update's two passes: every element (the update's zeros, or the skip's undo and NaN),
+// then the list (the sums, unless skipped).
+__global__ void resident_clear_kernel(float* __restrict__ grad, float* __restrict__ residual,
+                                      std::uint64_t n, const float* __restrict__ flag) {
+  const bool skip = *flag > 0.0f;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    if (!skip) {
+      grad[i] = 0.0f;
+      continue;
+    }
+    const float r = residual[i], g = grad[i];
+    if (isfinite(r + g)) residual[i] = r - g;
+    grad[i] = __int_as_float(0x7fc00000);  // quiet NaN
+  }
+}
+
+__global__ void resident_scatter_kernel(float* __restrict__ grad, float* __restrict__ residual,
+                                        const std::uint32_t* __restrict__ idx,
+                                        const float* __restrict__ sums, std::uint64_t m,
+                                        std::uint64_t n, float scale,
+                                        const float* __restrict__ flag) {
+  if (*flag > 0.0f) return;
+  for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; j < m;
+       j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t i = idx[j];
+    if (i >= n) continue;
+    grad[i] = sums[j] * scale;
+    residual[i] = 0.0f;
+  }
+}
+
 }  // namespace
+
+void resident_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_t n,
+                     const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale,
+                     const float* d_flag) {
+  check_size(n, "resident_update");
+  check_size(m, "resident_update");
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  if (n > 0) {
+    const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(n), kThreads, 8);
+    EXDYNA_CUDA_LAUNCH("resident_update", resident_clear_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                                              d_grad, d_residual, static_cast<std::uint64_t>(n),
+                                              d_flag));
+  }
+  if (m > 0) {
+    const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
+    EXDYNA_CUDA_LAUNCH("resident_update",
+                       resident_scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                           d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m),
+                           static_cast<std::uint64_t>(n), scale, d_flag));
+  }
+  w.kernels_done();
+}
 
 void undo_accumulate_and_poison(Workspace& ws, float* d_grad, float* d_residual, std::int64_t n) {
   check_size(n, "undo_accumulate_and_poison");

@@ -119,6 +119,12 @@ struct AccumulateResult {
 AccumulateResult accumulate(Workspace&, float* d_residual, const float* d_grad, std::int64_t n,
                             bool want_sq);
 
+// accumulate without a readback (a resident step): residual += grad as accumulate does, the
+// smallest non-finite index into *d_bad (all ones: none), and, where d_flag is given, *d_flag =
+// 1.0f if there was one, else 0.0f (for the all-reduce that tells every rank). Enqueued only.
+void accumulate_async(Workspace&, float* d_residual, const float* d_grad, std::int64_t n,
+                      unsigned long long* d_bad, float* d_flag);
+
 // core::max_abs: the largest |x| as the unsigned max of the sign-cleared bits (0 for n = 0; a NaN
 // wins over every number, as on the CPU). Synchronizes.
 float max_abs(Workspace&, const float* d_x, std::int64_t n);
@@ -143,6 +149,13 @@ void scatter_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n
 // residual[i] -= grad[i] where residual[i] + grad[i] is finite (undoes accumulate, which kept the
 // residual where the sum was not), and grad = NaN.
 void undo_accumulate_and_poison(Workspace&, float* d_grad, float* d_residual, std::int64_t n);
+
+// A resident step's update, decided on the device by *d_flag (the all-reduced count of ranks
+// whose gradient was not finite): 0, scatter_update over the padded list; more, what
+// undo_accumulate_and_poison does (non_finite = skip). Enqueued only.
+void resident_update(Workspace&, float* d_grad, float* d_residual, std::int64_t n,
+                     const std::uint32_t* d_idx, const float* d_sums, std::int64_t m, float scale,
+                     const float* d_flag);
 
 // The dense case: grad[i] = sums[i] * scale; residual[i] = 0.
 void dense_update(Workspace&, float* d_grad, float* d_residual, const float* d_sums, std::int64_t n,

@@ -209,6 +209,38 @@ AccumulateResult accumulate(Workspace& ws, float* d_residual, const float* d_gra
   return res;
 }
 
+namespace {
+
+__global__ void bad_flag_kernel(const unsigned long long* bad, float* flag) {
+  *flag = *bad != kNone ? 1.0f : 0.0f;
+}
+
+}  // namespace
+
+void accumulate_async(Workspace& ws, float* d_residual, const float* d_grad, std::int64_t n,
+                      unsigned long long* d_bad, float* d_flag) {
+  check_size(n, "accumulate_async");
+  auto& w = ws.impl();
+  TimedCall timed(w);
+  EXDYNA_CUDA(cudaMemsetAsync(d_bad, 0xff, sizeof(unsigned long long), w.stream));
+  if (n > 0) {
+    const auto un = static_cast<std::uint64_t>(n);
+    const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
+    if (aligned16(d_residual) && aligned16(d_grad))
+      EXDYNA_CUDA_LAUNCH("accumulate_async",
+                         accumulate_kernel<true, false><<<blocks, kThreads, 0, w.stream>>>(
+                             d_residual, d_grad, un, d_bad, nullptr));
+    else
+      EXDYNA_CUDA_LAUNCH("accumulate_async",
+                         accumulate_kernel<false, false><<<blocks, kThreads, 0, w.stream>>>(
+                             d_residual, d_grad, un, d_bad, nullptr));
+  }
+  if (d_flag != nullptr)
+    EXDYNA_CUDA_LAUNCH("bad_flag_kernel",
+                       bad_flag_kernel<<<1, 1, 0, w.stream>>>(d_bad, d_flag));
+  w.kernels_done();
+}
+
 float max_abs(Workspace& ws, const float* d_x, std::int64_t n) {
   check_size(n, "max_abs");
   if (n == 0) return 0.0f;

@@ -1,5 +1,8 @@
 #include "exdyna/sparsifiers/cuda_error_feedback.hpp"
 
+#include <cuda_runtime_api.h>
+
+#include <limits>
 #include <vector>
 
 #include "exdyna/core/timer.hpp"
@@ -31,13 +34,100 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
   warmup_.enter(iteration_, sparsifier_);
 }
 
+CudaErrorFeedback::~CudaErrorFeedback() {
+  if (pinned_ != nullptr) cudaFreeHost(pinned_);
+}
+
 void CudaErrorFeedback::set_iteration(std::int64_t t) {
+  finish();
   iteration_ = t;
   warmup_.enter(iteration_, sparsifier_);
 }
 
+ExDyna* CudaErrorFeedback::resident_sparsifier() {
+  const auto& c = opt_.convergence;
+  if (!opt_.resident || c.step_clip > 0 || opt_.measure_global_error ||
+      (c.warmup_steps > 0 && iteration_ <= c.warmup_steps))
+    return nullptr;
+  auto* x = dynamic_cast<ExDyna*>(sparsifier_.get());
+  return x != nullptr && x->runs_resident() && x->iteration() >= 1 ? x : nullptr;
+}
+
+void CudaErrorFeedback::finish() {
+  if (pending_ == nullptr) return;
+  StepStats finished;
+  pending_->finish_resident(*resident_, finished);
+  pending_ = nullptr;
+  check_last_bad(finished, -1);
+}
+
+void CudaErrorFeedback::check_last_bad(StepStats& finished, int rank) {
+  // The step before this one: its words came back with its readback, which has been waited for.
+  const auto* h = static_cast<const unsigned long long*>(pinned_);
+  const std::size_t last = static_cast<std::size_t>((iteration_ - 1) & 1);
+  const unsigned long long bad = h[last];
+  const float flag = reinterpret_cast<const float*>(h + 2)[last];
+  if (opt_.convergence.non_finite == NonFinite::kSkip) {
+    if (flag > 0) mark_skipped(finished);
+    return;
+  }
+  if (bad != ~0ull)
+    throw non_finite_gradient(static_cast<std::int64_t>(bad), iteration_ - 1, rank,
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::quiet_NaN());
+}
+
+StepStats CudaErrorFeedback::step_resident(ExDyna& x, float* grad, comm::Communicator& comm) {
+  core::Stopwatch sw;
+  if (!resident_) {
+    resident_ = std::make_unique<CudaResidentStep>(ws_);
+    bad_.resize(2);
+    flag_.resize(2);
+    const auto e = cudaMallocHost(&pinned_, 4 * sizeof(unsigned long long));
+    EXDYNA_CHECK(e == cudaSuccess, "cudaMallocHost (resident flags): ", cudaGetErrorString(e));
+  }
+  const std::size_t now = static_cast<std::size_t>(iteration_ & 1);
+  const bool skip = opt_.convergence.non_finite == NonFinite::kSkip;
+  dev::accumulate_async(ws_, residual_.data(), grad, n_g_, bad_.data() + now,
+                        skip ? flag_.data() + now : nullptr);
+  const auto s = static_cast<cudaStream_t>(ws_.stream());
+  auto* h = static_cast<unsigned long long*>(pinned_);
+  StepStats stats;
+  const auto bytes_before = comm.bytes();
+  if (skip) comm.allreduce_sum_device(flag_.data() + now, 1);  // how many ranks hold a non-finite
+  // Copied before the step's readback is posted, so that the next step finds them there.
+  auto ok = cudaMemcpyAsync(h + now, bad_.data() + now, sizeof(unsigned long long),
+                            cudaMemcpyDeviceToHost, s);
+  if (ok == cudaSuccess && skip)
+    ok = cudaMemcpyAsync(reinterpret_cast<float*>(h + 2) + now, flag_.data() + now, sizeof(float),
+                         cudaMemcpyDeviceToHost, s);
+  EXDYNA_CHECK(ok == cudaSuccess, "cudaMemcpyAsync (resident flags): ", cudaGetErrorString(ok));
+  stats.times.accumulate = sw.lap();
+  const bool finishing = pending_ != nullptr;
+  x.step_resident(residual_.data(), *resident_, comm, stats);  // the step before's statistics
+  pending_ = &x;
+  if (finishing) check_last_bad(stats, comm.rank());
+  stats.bytes = comm.bytes() - bytes_before;
+  sw.lap();
+  const float scale = 1.0f / static_cast<float>(comm.size());
+  if (skip)
+    dev::resident_update(ws_, grad, residual_.data(), n_g_, resident_->list(), resident_->sums(),
+                         x.k(), scale, flag_.data() + now);
+  else
+    dev::scatter_update(ws_, grad, residual_.data(), n_g_, resident_->list(), resident_->sums(),
+                        x.k(), scale);
+  stats.times.update = sw.lap();
+  stats.iteration = iteration_ - 1;  // the statistics are the step before's
+  stats.world_size = comm.size();
+  stats.n_g = n_g_;
+  ++iteration_;
+  return stats;
+}
+
 StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* stream) {
   ws_.set_stream(stream);
+  if (ExDyna* x = resident_sparsifier()) return step_resident(*x, grad, comm);
+  finish();  // the resident steps ended (a state was asked for, or the options changed)
   StepStats stats;
   stats.iteration = iteration_;
   stats.world_size = comm.size();
@@ -92,12 +182,14 @@ StepStats CudaErrorFeedback::step(float* grad, comm::Communicator& comm, void* s
 }
 
 void CudaErrorFeedback::residual_to_host(std::span<float> out) {
+  finish();
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(out.size()) == n_g_, "residual of ", out.size(),
                    " elements asked for; expected n_g = ", n_g_);
   dev::copy_to_host(ws_, out.data(), residual_.data(), out.size_bytes());
 }
 
 void CudaErrorFeedback::residual_from_host(std::span<const float> in) {
+  finish();
   EXDYNA_CHECK_ARG(static_cast<std::int64_t>(in.size()) == n_g_, "residual of ", in.size(),
                    " elements given; expected n_g = ", n_g_);
   dev::copy_to_device(ws_, residual_.data(), in.data(), in.size_bytes());

@@ -8,7 +8,9 @@
 
 #include "exdyna/core/device_kernels.hpp"
 #include "exdyna/sparsifiers/cuda_device_step.hpp"
+#include "exdyna/sparsifiers/cuda_resident_step.hpp"
 #include "exdyna/sparsifiers/device_error_feedback.hpp"
+#include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 
 namespace exdyna::sparsifiers {
 
@@ -17,6 +19,9 @@ class CudaErrorFeedback final : public DeviceErrorFeedback {
   // The sparsifier must run on the device (Sparsifier::runs_on_device); refused otherwise, by name.
   CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std::int64_t n_g,
                     ErrorFeedbackOptions opt);
+  ~CudaErrorFeedback() override;
+  CudaErrorFeedback(const CudaErrorFeedback&) = delete;
+  CudaErrorFeedback& operator=(const CudaErrorFeedback&) = delete;
 
   StepStats step(float* grad, comm::Communicator& comm, void* stream) override;
   void residual_to_host(std::span<float> out) override;
@@ -25,8 +30,15 @@ class CudaErrorFeedback final : public DeviceErrorFeedback {
   Sparsifier& sparsifier() override { return *sparsifier_; }
   std::int64_t iteration() const override { return iteration_; }
   void set_iteration(std::int64_t t) override;
+  void finish() override;
 
  private:
+  // The ExDyna that runs this step resident (ErrorFeedbackOptions::resident), or none.
+  ExDyna* resident_sparsifier();
+  StepStats step_resident(ExDyna& x, float* grad, comm::Communicator& comm);
+  // The non-finite index of the step before, read with its readback: raise throws for it, skip
+  // marks its statistics.
+  void check_last_bad(StepStats& finished, int rank);
   std::unique_ptr<Sparsifier> sparsifier_;
   std::int64_t n_g_;
   ErrorFeedbackOptions opt_;
@@ -35,6 +47,13 @@ class CudaErrorFeedback final : public DeviceErrorFeedback {
   CudaDeviceStep device_{ws_};
   core::device::Buffer<float> residual_;
   std::int64_t iteration_ = 0;
+  // The resident step: its ResidentStep, the sparsifier with a step pending, and per parity of
+  // the iteration the non-finite index and the skip flag (device, and their pinned copies).
+  std::unique_ptr<CudaResidentStep> resident_;
+  ExDyna* pending_ = nullptr;
+  core::device::Buffer<unsigned long long> bad_;
+  core::device::Buffer<float> flag_;
+  void* pinned_ = nullptr;
 };
 
 }  // namespace exdyna::sparsifiers

@@ -91,7 +91,7 @@ void CudaResidentStep::plan_list(std::span<const Index> one, const ResidentShape
   ps.slot_stride = slot_words_;
   ps.ladder_words = shape.ladder_words;
   ps.k = shape.k;
-  ps.cap = shape.layout.cap;
+  ps.cap = shape.plan_cap;
   ps.rank = shape.rank;
   device::plan_counts(ws_, all_.data(), ps, nullptr, plan_out_.data());
   // The one-index table through pinned staging: the last step's copy from it finished before its

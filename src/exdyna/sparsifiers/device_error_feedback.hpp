@@ -27,6 +27,10 @@ class DeviceErrorFeedback {
   virtual Sparsifier& sparsifier() = 0;
   virtual std::int64_t iteration() const = 0;
   virtual void set_iteration(std::int64_t t) = 0;
+  // Brings the host's part of a pending resident step (ErrorFeedbackOptions::resident) up to date
+  // (waiting for the device if it is behind); nothing otherwise. Before the sparsifier's state is
+  // read or replaced.
+  virtual void finish() = 0;
 };
 
 // Whether this build has the GPU path.

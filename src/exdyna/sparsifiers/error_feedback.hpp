@@ -35,6 +35,13 @@ struct ErrorFeedbackOptions {
   // density (make_error_feedback sets both; required when convergence.warmup_steps > 0).
   double density = 0;
   Remake remake;
+  // On a CUDA gradient (DeviceErrorFeedback): ExDyna's exact controller under a worker cap runs
+  // its step on the device (resident_step.hpp) from its second iteration on, once a density
+  // warm-up is over, where step_clip and the global error are off: no host round trip inside the
+  // step. Its statistics come one step late, a non-finite gradient under non_finite = raise throws
+  // one step late, and under skip the controller still advances that step (the update is NaN and
+  // the residual restored, as in the synchronous step).
+  bool resident = false;
 };
 
 class ErrorFeedback {

@@ -1,10 +1,10 @@
 // A step that stays on the device: ExDyna's exact controller under a worker cap with the fused
-// all-gather (ExDyna::step_resident), its every pass enqueued on the device with no result
-// brought to the host inside the step. The host decides only what it knew before the step (this
-// worker's partition, the ladder's grid and floor, the shapes of every buffer) from the state the
-// previous step left; the passes that follow the gathered slots (the plan, the list, the values)
-// run on the device, and the slots, the per-block counts and the list's length come back one
-// step late (post_readback, wait_readback) for the host's own state.
+// all-gather, or on one worker (ExDyna::step_resident), its every pass enqueued on the device with
+// no result brought to the host inside the step. The host decides only what it knew before the step
+// (this worker's partition, the ladder's grid and floor, the shapes of every buffer) from the state
+// the previous step left; the passes that follow the gathered slots (the plan, the list, the
+// values) run on the device, and the slots, the per-block counts and the list's length come back
+// one step late (post_readback, wait_readback) for the host's own state.
 //
 // One difference from ExDyna::step's fused step, stated: where the plan gives a worker more
 // than the list it sent (the cap yielded, which step answers with the index all-gather), the
@@ -33,9 +33,10 @@ struct ResidentShape {
   int rank = 0;
   int rungs = 0;                 // the ladder's bins
   std::size_t ladder_words = 0;  // the ladder's words at the start of each slot (ladder_wire.hpp)
-  FusedLayout layout;    // the fused slot (head: the ladder words, then a timing word or not)
-  std::int64_t k = 0;    // the list's length: the values all-reduce carries k
-  std::int64_t n_g = 0;  // the list's padding index (no gradient has it)
+  FusedLayout layout;            // the slot (head: the ladder words, then a timing word or not)
+  std::int64_t plan_cap = 0;     // the plan's worker cap (0 on one worker, whose slot holds k)
+  std::int64_t k = 0;            // the list's length: the values all-reduce carries k
+  std::int64_t n_g = 0;          // the list's padding index (no gradient has it)
 };
 
 class ResidentStep {
@@ -52,9 +53,9 @@ class ResidentStep {
                          const LadderGrid& floor_grid, int floor, const ResidentShape& shape) = 0;
   // Every rank's slot (an all-gather of equal slots).
   virtual void allgather_slots(comm::Communicator& comm, const ResidentShape& shape) = 0;
-  // The plan over the gathered ladders (plan_worker_counts), then the list: each rank's entries
-  // placed below min(count, L) in rank order (a rank with count 0: its index one[rank]), padded
-  // to k with shape.n_g.
+  // The plan over the gathered ladders (plan_worker_counts under shape.plan_cap), then the list:
+  // each rank's entries placed below min(count, L) in rank order (a rank with count 0: its index
+  // one[rank]), padded to k with shape.n_g.
   virtual void plan_list(std::span<const Index> one, const ResidentShape& shape) = 0;
   // The values: acc at the list (0 at the padding), summed over the ranks; k of them.
   virtual void allreduce_values(const float* acc, comm::Communicator& comm,

@@ -78,7 +78,7 @@ class HostResidentStep final : public sparsifiers::ResidentStep {
     if (status_ == rules::kPlanOk)
       rules::plan_counts_form(
           rules::PlanLadders{decoded.data(), shape.workers, per, 1, shape.rungs}, shape.k,
-          shape.layout.cap, counts.data(), scratch.data(), &st);
+          shape.plan_cap, counts.data(), scratch.data(), &st);
     if (status_ == rules::kPlanOk) status_ = st;
     list_.clear();
     for (std::size_t j = 0; j < n; ++j) {

@@ -1,6 +1,6 @@
 // ExDyna's resident step (a step that stays on the device, resident_step.hpp) takes step()'s
 // decisions with the fused all-gather: the same list and sums in every iteration, and, one step
-// late, the same threshold, counts, partitions and state, on 2, 3 and 4 ranks, with exact and
+// late, the same threshold, counts, partitions and state, on 1 to 4 ranks, with exact and
 // paper balance, here with the host's ResidentStep (host_resident_step.hpp: the CPU's selection
 // and the device's own plan and list functions). Also: what it refuses, and the state it will not
 // save while a step is pending.
@@ -132,8 +132,8 @@ TEST_P(ResidentStepWorkers, TakesTheFusedStepsDecisionsWithPaperBalance) {
   run_both(GetParam(), 30'011, 0.005, Balance::kPaper, 20);
 }
 
-// (One rank has no worker cap: the resident step needs two or more.)
-INSTANTIATE_TEST_SUITE_P(Workers, ResidentStepWorkers, ::testing::Values(2, 3, 4));
+// (One rank: no worker cap, a slot of k; the plain step's exchange.)
+INSTANTIATE_TEST_SUITE_P(Workers, ResidentStepWorkers, ::testing::Values(1, 2, 3, 4));
 
 TEST(ResidentStep, RefusesWhatItDoesNotRunAndPendingStates) {
   comm::run_local(2, [&](comm::Communicator& c) {

@@ -108,6 +108,10 @@ ExDyna::ExDyna(const SparsifierConfig& cfg)
       fused_all_.resize(n * fused_mine_.size());
     }
   }
+  if (cfg_.exdyna.controller == sparsifiers::Controller::kExact)
+    resident_layout_ = fused_layout_.cap > 0  ? fused_layout_
+                       : cfg_.world_size == 1 ? FusedLayout{ladder_words_, k_}
+                                              : FusedLayout{};
   if (cfg_.exdyna.balance == sparsifiers::Balance::kExact)
     block_hits_.resize(static_cast<std::size_t>(parts_.layout().n_blocks));
   gather_mine_.resize(per_rank);

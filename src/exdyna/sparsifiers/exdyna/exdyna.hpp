@@ -271,6 +271,9 @@ class ExDyna final : public Sparsifier {
 
   // The resident step (exdyna_resident.cpp): whether one awaits finish_resident, its grid and its
   // statistics so far, and every worker's one index.
+  // The resident step's slot: the fused all-gather's, or on one worker (no cap: one worker sends
+  // all k) a slot of the ladder and k indices; cap 0 where it cannot run.
+  FusedLayout resident_layout_;
   bool resident_pending_ = false;
   sparsifiers::LadderGrid resident_grid_;
   StepStats resident_stats_;

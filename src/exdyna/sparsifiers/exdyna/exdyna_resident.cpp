@@ -16,8 +16,7 @@
 namespace exdyna::sparsifiers {
 
 bool ExDyna::runs_resident() const {
-  return cfg_.exdyna.controller == sparsifiers::Controller::kExact && worker_cap_ > 0 &&
-         fused_layout_.cap > 0 && cfg_.values == core::ValueFormat::kFp32;
+  return resident_layout_.cap > 0 && cfg_.values == core::ValueFormat::kFp32;
 }
 
 ResidentShape ExDyna::resident_shape() const {
@@ -26,7 +25,8 @@ ResidentShape ExDyna::resident_shape() const {
   s.rank = cfg_.rank;
   s.rungs = hist_->rungs();
   s.ladder_words = ladder_words_;
-  s.layout = fused_layout_;
+  s.layout = resident_layout_;
+  s.plan_cap = worker_cap_;
   s.k = k_;
   s.n_g = cfg_.n_g;
   return s;
@@ -35,8 +35,9 @@ ResidentShape ExDyna::resident_shape() const {
 void ExDyna::step_resident(const float* acc, ResidentStep& device, comm::Communicator& comm,
                            StepStats& stats) {
   EXDYNA_CHECK_ARG(runs_resident(),
-                   "the resident step runs the exact controller under a worker cap with the fused "
-                   "all-gather and float32 values; this exdyna has controller ",
+                   "the resident step runs the exact controller with float32 values, under a "
+                   "worker cap with the fused all-gather or on one worker; this exdyna has "
+                   "controller ",
                    sparsifiers::to_string(cfg_.exdyna.controller), ", cap ", worker_cap_, ", fuse ",
                    sparsifiers::to_string(cfg_.exdyna.fuse), ", values ",
                    core::to_string(cfg_.values));
@@ -84,7 +85,7 @@ void ExDyna::finish_resident(ResidentStep& device, StepStats& stats) {
   EXDYNA_CHECK_T(DataError, rb.status == rules::kPlanOk || rb.status == rules::kFusedCapYielded,
                  "exdyna rank ", cfg_.rank, ": the device's plan of iteration ", iteration_,
                  " failed (status ", rb.status, ", sparsifiers/exdyna/device_wire.hpp)");
-  const std::size_t stride = fused_layout_.slot_words();
+  const std::size_t stride = resident_layout_.slot_words();
   EXDYNA_CHECK_T(DataError, rb.slots.size() == stride * static_cast<std::size_t>(n), "exdyna rank ",
                  cfg_.rank, ": the device read back ", rb.slots.size(), " slot words; expected ",
                  stride * static_cast<std::size_t>(n));
@@ -97,7 +98,7 @@ void ExDyna::finish_resident(ResidentStep& device, StepStats& stats) {
   std::int64_t gathered = 0;
   for (std::size_t j = 0; j < counts_.size(); ++j) {
     const std::int64_t list =
-        sparsifiers::fused_count(rb.slots.subspan(j * stride, stride), fused_layout_);
+        sparsifiers::fused_count(rb.slots.subspan(j * stride, stride), resident_layout_);
     counts_[j] = std::max<std::int64_t>(std::min(counts_[j], list), 1);
     gathered += counts_[j];
   }
@@ -112,10 +113,12 @@ void ExDyna::finish_resident(ResidentStep& device, StepStats& stats) {
   }
   StepStats& s = resident_stats_;
   s.own_candidates = gather_all_[static_cast<std::size_t>(cfg_.rank) * per_rank];
-  s.fused = 1;
   resident_pending_ = false;
   end_step(resident_grid_, per_rank, false, gathered, s);
-  s.padded_elements = n * worker_cap_ - s.k_total;
+  if (worker_cap_ > 0) {  // (one worker: the plain step's statistics, nothing padded)
+    s.fused = 1;
+    s.padded_elements = n * worker_cap_ - s.k_total;
+  }
   stats = s;
 }
 
