@@ -119,3 +119,28 @@ def cpu_vs_cuda(rank, world, options, steps, n, density):
     s = gpu.stats
     assert s["iteration"] == steps - 1 and len(s["k_per_worker"]) == world
     assert 0 < s["k_total"] <= n
+
+
+def resident_vs_synchronous(rank, world, options, steps, n, density):
+    """Two exdyna sparsifiers on CUDA tensors over the same group, one synchronous and one with
+    resident=True (the step without host round trips, from its second iteration on): the same
+    update in every iteration, and the resident one's statistics those of the iteration before."""
+    import exdyna
+    torch.cuda.set_device(0)
+    options = {"measure_global_error": False, **options}
+    sync = exdyna.Sparsifier("exdyna", density, **options)
+    resident = exdyna.Sparsifier("exdyna", density, resident=True, **options)
+    last = None
+    for t in range(steps):
+        grad = heavy_gradient(rank, t, n).cuda()
+        what = f"rank {rank}, resident vs synchronous, iteration {t}"
+        expected = sync.step(grad.clone())
+        compare_updates(expected.cpu(), resident.step(grad.clone()), what)
+        if t == 0:
+            compare_decisions(sync.stats, resident.stats, what)
+        elif t >= 2:  # iteration 1 is the first resident one: it returns the statistics of none
+            compare_decisions(last, resident.stats, what + " (its statistics, one step late)")
+        last = sync.stats
+    state = resident.state_dict()  # finishes the pending step: the same state as the synchronous
+    assert resident.stats["iteration"] == steps - 2
+    assert state == sync.state_dict(), f"rank {rank}: the resident state differs"

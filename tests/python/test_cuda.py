@@ -10,6 +10,9 @@ skipping, so a broken install cannot pass as "all skipped".
 - NCCL at world size 1: exdyna steps on a CUDA tensor (and equals a CPU twin over Gloo), in
   float32 and in 16-bit gradients; the DDP hook on CUDA buckets (float32 and 16-bit models); the
   group checkpoint (group_state_dict) over NCCL, resumed on CUDA;
+- resident=True (the step without host round trips) takes the synchronous step's updates on 4
+  Gloo ranks and at world size 1 over NCCL, where from its second step it makes no synchronizing
+  call (torch.cuda.set_sync_debug_mode("error")), and in the DDP hook;
 - the sparsifiers without a GPU path refuse a CUDA tensor with ValueError naming those with one;
 - a build without the GPU path refuses a CUDA tensor (runs only on such a build with a GPU).
 """
@@ -86,6 +89,13 @@ def test_cuda_equals_cpu_on_four_gloo_ranks(tmp_path, mode):
     # n_g odd and not a multiple of the block size: the last partition has a ragged tail
     ranks.spawn(cuda_ranks.cpu_vs_cuda, 4, tmp_path, PAPER if mode == "paper" else {}, 50,
                 1_500_007, DENSITY, deadline_s=150)
+
+
+@needs_gpu
+def test_resident_equals_synchronous_on_four_gloo_ranks(tmp_path):
+    # resident=True: the step without host round trips (the exact controller under its cap)
+    ranks.spawn(cuda_ranks.resident_vs_synchronous, 4, tmp_path, {}, 30, 1_500_007, DENSITY,
+                deadline_s=150)
 
 
 # --- (b) NCCL at world size 1 --------------------------------------------------------------------
@@ -273,6 +283,39 @@ def test_ddp_hook_on_cuda_buckets(nccl_one):
     assert sum(int(k.split(":")[1]) for k in state.buckets()) == n
     for s in state.stats.values():
         assert s["world_size"] == 1 and s["k_total"] > 0
+
+
+@needs_gpu
+def test_resident_step_at_world_one_makes_no_synchronizing_call(nccl_one):
+    """resident=True at world size 1 over NCCL (a slot of k, the plan uncapped): the same updates
+    as the synchronous step, and from its second iteration on no call that synchronizes with the
+    device, which torch.cuda.set_sync_debug_mode("error") turns into an error (the host's wait is
+    on the previous step's event, which the device has passed)."""
+    n = 1_000_003
+    sync = exdyna.Sparsifier("exdyna", DENSITY, measure_global_error=False)
+    resident = exdyna.Sparsifier("exdyna", DENSITY, measure_global_error=False, resident=True)
+    grads = [cuda_ranks.heavy_gradient(0, t, n).cuda() for t in range(8)]
+    inputs = [g.clone() for g in grads]
+    torch.cuda.synchronize()
+    for t, grad in enumerate(grads):
+        expected = sync.step(grad)
+        if t >= 2:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            update = resident.step(inputs[t], in_place=True)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        cuda_ranks.compare_updates(expected.cpu(), update, f"resident at world size 1, step {t}")
+
+
+@needs_gpu
+def test_ddp_hook_resident_equals_the_synchronous_hook(nccl_one):
+    import exdyna.ddp
+    resident = exdyna.ddp.State(density=0.02, controller="exact", resident=True)
+    mine, _ = _train_cuda_ddp(False, steps=8, state=resident)
+    sync, _ = _train_cuda_ddp(False, steps=8)
+    for i, (p, q) in enumerate(zip(mine, sync)):
+        assert torch.equal(p, q), f"parameter {i} differs between the resident and the sync hook"
 
 
 def _cuda_mlp(dtype=torch.float32):
