@@ -16,6 +16,9 @@ optimizer.step().
   exdyna_sync     the same with State(overlap=False): each bucket stepped inside the hook
   exdyna_paper    exdyna overlapped with the paper's controller and balance (Alg. 3/5: no
                   ladder to count and gather, so fewer host round trips per bucket)
+  exdyna_resident exdyna with State(resident=True): each bucket's step without a host round trip
+                  from its second iteration on (resident_step.hpp); exdyna_resident_sync the same
+                  with overlap=False
 Each hook's density, bytes and per-bucket statistics are reported, and every variant's phases
 (medians, ms from the step's start): when the host got past forward, backward (DDP waits there
 for every bucket's future) and the optimizer's launch; the GPU's time between those points (CUDA
@@ -49,7 +52,8 @@ import time
 import traceback
 
 NO_DEVICE = 77
-VARIANTS = ("builtin", "allreduce_hook", "exdyna", "exdyna_sync", "exdyna_paper")
+VARIANTS = ("builtin", "allreduce_hook", "exdyna", "exdyna_sync", "exdyna_paper", "exdyna_resident",
+            "exdyna_resident_sync")
 
 
 def parse_args(argv=None):
@@ -162,7 +166,8 @@ def main(argv=None):
         return vs.get(name, {}).get("median_ms")
     ratios = {}
     for suffix in ("+view" if view else "" for view in views):
-        for mine in ("exdyna", "exdyna_sync", "exdyna_paper"):
+        for mine in ("exdyna", "exdyna_sync", "exdyna_paper", "exdyna_resident",
+                     "exdyna_resident_sync"):
             for ref in ("builtin", "allreduce_hook"):
                 if med(mine + suffix) and med(ref + suffix):
                     ratios[f"{mine}{suffix}_over_{ref}{suffix}"] = (med(mine + suffix)
@@ -189,8 +194,11 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
         model.register_comm_hook(None, timed_hook(default_hooks.allreduce_hook, hook_marks))
     elif variant.startswith("exdyna"):
         import exdyna.ddp
-        paper = dict(controller="paper", balance="paper") if variant == "exdyna_paper" else {}
-        state = exdyna.ddp.State(density=args.density, overlap=variant != "exdyna_sync", **paper)
+        extra = dict(controller="paper", balance="paper") if variant == "exdyna_paper" else {}
+        if variant.startswith("exdyna_resident"):
+            extra = dict(resident=True)
+        state = exdyna.ddp.State(density=args.density, overlap=not variant.endswith("_sync"),
+                                 **extra)
         model.register_comm_hook(state, timed_hook(exdyna.ddp.hook, hook_marks))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator(device=device).manual_seed(1)
