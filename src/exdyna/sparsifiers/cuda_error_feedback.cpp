@@ -119,7 +119,7 @@ StepStats CudaErrorFeedback::step_resident(ExDyna& x, float* grad, comm::Communi
   stats.times.update = sw.lap();
   stats.iteration = iteration_ - 1;  // the statistics are the step before's
   stats.world_size = comm.size();
-  stats.n_g = n_g_;
+  stats.n_g = finishing ? n_g_ : 0;  // none finished: nothing selected out of nothing
   ++iteration_;
   return stats;
 }

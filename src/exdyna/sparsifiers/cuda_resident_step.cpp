@@ -76,7 +76,8 @@ void CudaResidentStep::allgather_slots(comm::Communicator& comm, const ResidentS
   all_.resize(slot_words_ * static_cast<std::size_t>(shape.workers));
   const std::vector<std::int64_t> counts(static_cast<std::size_t>(shape.workers),
                                          static_cast<std::int64_t>(slot_words_));
-  comm.allgather_list_device(slot_.data(), sizeof(std::int64_t), counts, comm::GatherMode::kExact,
+  // Equal slots: the padded mode is one all-gather (the exact one, a broadcast per rank).
+  comm.allgather_list_device(slot_.data(), sizeof(std::int64_t), counts, comm::GatherMode::kPadded,
                              all_.data());
 }
 
