@@ -49,12 +49,13 @@ using sparsifiers::SparsifierConfig;
 
 // Python-side options: the option table's keywords (sparsifiers/option_table.hpp, the CLI's flags
 // in Python spelling: --min-blk -> min_blk) and the binding's own three, measure_global_error,
-// resident and timeout. Defaults are the library's: the exact controller and balance and the automatic worker
-// cap, which hold the density at d on real gradients.
+// resident and timeout. Defaults are the library's: the exact controller and balance and the
+// automatic worker cap, which hold the density at d on real gradients.
 struct Options {
   SparsifierConfig config;
   sparsifiers::ErrorFeedbackOptions ef;
   std::chrono::milliseconds timeout{300'000};
+  bool global_error_given = false;  // measure_global_error was passed
 };
 
 std::string shown(py::handle v) {
@@ -95,6 +96,7 @@ bool set_session_option(Options& o, const std::string& name, py::handle v) {
     EXDYNA_CHECK_ARG(py::isinstance<py::bool_>(v), "option ", name, "=", shown(v),
                      " is not valid; expected True or False");
     (name == "resident" ? o.ef.resident : o.ef.measure_global_error) = v.cast<bool>();
+    o.global_error_given = o.global_error_given || name == "measure_global_error";
     return true;
   }
   if (name == "timeout") {
@@ -115,6 +117,25 @@ std::vector<std::string> option_names() {
   for (const auto& o : sparsifiers::option_table()) v.emplace_back(o.key);
   std::sort(v.begin(), v.end());
   return v;
+}
+
+// resident=True: what the resident step runs without (ErrorFeedbackOptions::resident) is refused
+// by name here, before any step; the global error's all-reduce is off unless asked for.
+void check_resident(Options& o) {
+  EXDYNA_CHECK_ARG(!o.global_error_given || !o.ef.measure_global_error,
+                   "option resident=True steps without the global error's all-reduce; leave "
+                   "measure_global_error out or set it to False");
+  o.ef.measure_global_error = false;
+  EXDYNA_CHECK_ARG(
+      o.config.convergence.step_clip == 0, "option resident=True runs without ",
+      "step_clip (its norm is summed on the host); step_clip=", o.config.convergence.step_clip,
+      " given (exdyna.ddp.State sets 1.0 below d = 0.005 unless step_clip=0 is passed)");
+  EXDYNA_CHECK_ARG(o.config.exdyna.controller == sparsifiers::Controller::kExact &&
+                       o.config.values == core::ValueFormat::kFp32,
+                   "option resident=True runs the exact controller with float32 values; "
+                   "controller='",
+                   sparsifiers::to_string(o.config.exdyna.controller), "', values='",
+                   core::to_string(o.config.values), "' given");
 }
 
 Options parse_options(double density, const py::dict& kwargs) {
@@ -141,6 +162,7 @@ Options parse_options(double density, const py::dict& kwargs) {
                      : detail::concat("option ", name, "=", shown(value), ": ", what));
     }
   }
+  if (o.ef.resident) check_resident(o);
   return o;
 }
 

@@ -45,6 +45,13 @@ def test_options_are_the_option_table(one_rank):
     for key in own:
         with pytest.raises(ValueError, match=f"option {key}="):
             exdyna.Sparsifier("exdyna", 0.01, **{key: "yes"})
+    # resident=True refuses, by name, what the resident step runs without.
+    for extra, named in (({"measure_global_error": True}, "measure_global_error"),
+                         ({"step_clip": 1.0}, "step_clip"),
+                         ({"controller": "paper"}, "controller='paper'"),
+                         ({"values": "bf16"}, "values='bf16'")):
+        with pytest.raises(ValueError, match=f"resident=True.*{named}"):
+            exdyna.Sparsifier("exdyna", 0.01, resident=True, **extra)
     # resident concerns CUDA gradients: on the CPU the step is the same.
     g = torch.randn(5000, generator=torch.Generator().manual_seed(3))
     plain, resident = exdyna.Sparsifier("exdyna", 0.01), exdyna.Sparsifier("exdyna", 0.01,

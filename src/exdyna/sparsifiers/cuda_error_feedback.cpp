@@ -28,6 +28,14 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
                    "' with these options has no GPU path; on a CUDA gradient these run: exdyna "
                    "(controller paper or exact, values fp32), dense (values fp32)");
   EXDYNA_CHECK_ARG(n_g > 0, "n_g ", n_g, " is not valid; expected > 0");
+  if (opt_.resident) {
+    const auto* x = dynamic_cast<const ExDyna*>(sparsifier_.get());
+    EXDYNA_CHECK_ARG(x != nullptr && x->runs_resident(),
+                     "option resident=True runs exdyna's exact controller with float32 values "
+                     "under a worker cap (worker_cap='auto', the default) or on one rank; "
+                     "sparsifier '",
+                     sparsifier_->name(), "' with these options does not");
+  }
   residual_.resize(static_cast<std::size_t>(n_g));
   const std::vector<float> zeros(static_cast<std::size_t>(n_g), 0.0f);
   residual_from_host(zeros);
