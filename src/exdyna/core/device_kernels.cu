@@ -3,6 +3,8 @@
 // CPU counterparts: reductions.cu, selection.cu, partition.cu.
 #include <cuda_runtime.h>
 
+#include <limits>
+
 #include "exdyna/core/device_kernels.hpp"
 #include "exdyna/core/device_workspace.cuh"
 
@@ -87,10 +89,13 @@ __global__ void gather_kernel(const float* __restrict__ x, const std::uint32_t* 
     out[j] = idx[j] < n ? x[idx[j]] : 0.0f;  // n: the padding's index and past it read 0
 }
 
+// skip: a resident step's flag (the ranks whose gradient was not finite; > 0: nothing scattered),
+// or none.
 __global__ void scatter_kernel(float* __restrict__ grad, float* __restrict__ residual,
                                const std::uint32_t* __restrict__ idx,
                                const float* __restrict__ sums, std::uint64_t m, std::uint64_t n,
-                               float scale) {
+                               float scale, const float* __restrict__ skip) {
+  if (skip != nullptr && *skip > 0.0f) return;
   for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; j < m;
        j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     const std::uint32_t i = idx[j];
@@ -139,8 +144,8 @@ __global__ void undo_skip_kernel(float* __restrict__ grad, float* __restrict__ r
   }
 }
 
-// resident_update's two passes: every element (the update's zeros, or the skip's undo and NaN),
-// then the list (the sums, unless skipped).
+// resident_update's first pass: every element (the update's zeros, or the skip's undo and NaN);
+// scatter_kernel then writes the list's sums unless skipped.
 __global__ void resident_clear_kernel(float* __restrict__ grad, float* __restrict__ residual,
                                       std::uint64_t n, const float* __restrict__ flag) {
   const bool skip = *flag > 0.0f;
@@ -157,21 +162,6 @@ __global__ void resident_clear_kernel(float* __restrict__ grad, float* __restric
   }
 }
 
-__global__ void resident_scatter_kernel(float* __restrict__ grad, float* __restrict__ residual,
-                                        const std::uint32_t* __restrict__ idx,
-                                        const float* __restrict__ sums, std::uint64_t m,
-                                        std::uint64_t n, float scale,
-                                        const float* __restrict__ flag) {
-  if (*flag > 0.0f) return;
-  for (std::uint64_t j = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; j < m;
-       j += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t i = idx[j];
-    if (i >= n) continue;
-    grad[i] = sums[j] * scale;
-    residual[i] = 0.0f;
-  }
-}
-
 }  // namespace
 
 void resident_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_t n,
@@ -183,14 +173,14 @@ void resident_update(Workspace& ws, float* d_grad, float* d_residual, std::int64
   TimedCall timed(w);
   if (n > 0) {
     const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(n), kThreads, 8);
-    EXDYNA_CUDA_LAUNCH("resident_update", resident_clear_kernel<<<blocks, kThreads, 0, w.stream>>>(
-                                              d_grad, d_residual, static_cast<std::uint64_t>(n),
-                                              d_flag));
+    EXDYNA_CUDA_LAUNCH("resident_update",
+                       resident_clear_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                           d_grad, d_residual, static_cast<std::uint64_t>(n), d_flag));
   }
   if (m > 0) {
     const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
     EXDYNA_CUDA_LAUNCH("resident_update",
-                       resident_scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
+                       scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
                            d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m),
                            static_cast<std::uint64_t>(n), scale, d_flag));
   }
@@ -211,14 +201,8 @@ void undo_accumulate_and_poison(Workspace& ws, float* d_grad, float* d_residual,
 
 void gather(Workspace& ws, const float* d_x, const std::uint32_t* d_idx, std::int64_t m,
             float* d_out) {
-  check_size(m, "gather");
-  if (m == 0) return;
-  auto& w = ws.impl();
-  TimedCall timed(w);
-  const unsigned blocks = grid_for(w, static_cast<std::uint64_t>(m), kThreads, 16);
-  EXDYNA_CUDA_LAUNCH("gather", gather_kernel<<<blocks, kThreads, 0, w.stream>>>(
-                                   d_x, d_idx, static_cast<std::uint64_t>(m), ~0ull, d_out));
-  w.kernels_done();
+  // Every index below n_max: the plain gather.
+  gather_listed(ws, d_x, std::numeric_limits<std::int64_t>::max(), d_idx, m, d_out);
 }
 
 void gather_listed(Workspace& ws, const float* d_x, std::int64_t n, const std::uint32_t* d_idx,
@@ -248,7 +232,7 @@ void scatter_update(Workspace& ws, float* d_grad, float* d_residual, std::int64_
   EXDYNA_CUDA_LAUNCH("scatter_update",
                      scatter_kernel<<<blocks, kThreads, 0, w.stream>>>(
                          d_grad, d_residual, d_idx, d_sums, static_cast<std::uint64_t>(m),
-                         static_cast<std::uint64_t>(n), scale));
+                         static_cast<std::uint64_t>(n), scale, nullptr));
   w.kernels_done();
 }
 

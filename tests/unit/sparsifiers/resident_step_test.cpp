@@ -6,34 +6,17 @@
 // save while a step is pending.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <random>
 
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/exdyna/exdyna.hpp"
 #include "unit/sparsifiers/host_resident_step.hpp"
+#include "unit/sparsifiers/layered_gradient.hpp"
 
 using namespace exdyna;
 using namespace exdyna::sparsifiers;
 
 namespace {
-
-// Heavy-tailed gradients in 8 layers of scales over three decades, a part shared by all ranks, a
-// scale step at iteration 12 (the controller has to move).
-void fill_gradient(std::vector<float>& g, int rank, std::int64_t t) {
-  std::mt19937_64 shared(static_cast<std::uint64_t>(1000 + t));
-  std::mt19937_64 own(static_cast<std::uint64_t>(rank * 7919 + t * 104729 + 1));
-  std::exponential_distribution<float> e(1.0f);
-  const std::size_t layer = g.size() / 8 + 1;
-  const float step = t >= 12 ? 0.1f : 1.0f;
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const float scale = std::pow(10.0f, static_cast<float>((i / layer) * 3 % 8) / 2.5f - 2.0f);
-    const float a = e(shared) * (shared() & 1 ? 1.0f : -1.0f);
-    const float b = e(own) * (own() & 1 ? 1.0f : -1.0f);
-    g[i] = step * scale * (a + b);
-  }
-}
 
 SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, Balance balance, Fuse fuse) {
   SparsifierConfig c;
@@ -74,7 +57,7 @@ void run_both(int n, std::int64_t n_g, double d, Balance balance, int steps) {
     StepStats last_host;  // the host's statistics of the step the resident one finishes next
     for (int t = 0; t < steps; ++t) {
       SCOPED_TRACE(::testing::Message() << "rank " << r << " iteration " << t);
-      fill_gradient(g, r, t);
+      test::fill_layered_gradient(g, r, t);
       for (std::size_t i = 0; i < g.size(); ++i) {
         acc_h[i] = res_h[i] + g[i];
         acc_d[i] = res_d[i] + g[i];
