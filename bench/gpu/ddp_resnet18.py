@@ -36,6 +36,7 @@ on the GPU (accumulate, select, scatter, and the host round trips), not what it 
 
     python3 bench/gpu/ddp_resnet18.py --out ddp_resnet18.json
     python3 bench/gpu/ddp_resnet18.py --quick        # batch 16, 64x64, 3 warm-up and 10 timed steps
+    python3 bench/gpu/ddp_resnet18.py --model resnet50 --variants builtin,exdyna,exdyna_resident
 
 Exit status: 0 all measured, 1 a variant failed (its error is in the JSON), 77 no CUDA device or no
 torchvision (the JSON says so), 2 bad arguments.
@@ -62,6 +63,8 @@ def parse_args(argv=None):
     p.add_argument("--out", metavar="FILE", help="write the results as JSON to FILE")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: batch 16 of 64x64 images, 3 warm-up and 10 timed steps")
+    p.add_argument("--model", choices=("resnet18", "resnet50"), default="resnet18",
+                   help="torchvision's model (default resnet18; the issue's pair: resnet50 too)")
     p.add_argument("--batch", type=int, help="images per step (default 64)")
     p.add_argument("--image", type=int, help="image side in pixels (default 224)")
     p.add_argument("--classes", type=int, default=1000, help="output classes (default 1000)")
@@ -105,7 +108,8 @@ def write(args, result):
 
 def main(argv=None):
     args = parse_args(argv)
-    result = {"bench": "ddp_resnet18", "batch": args.batch, "image": args.image,
+    result = {"bench": "ddp_resnet18", "model": args.model, "batch": args.batch,
+              "image": args.image,
               "classes": args.classes, "steps": args.steps, "warmup": args.warmup,
               "density": args.density, "quick": args.quick, "dtype": "float32",
               "started": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -184,7 +188,7 @@ def run_variant(torch, torchvision, variant, args, device, view=False):
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
-    net = torchvision.models.resnet18(num_classes=args.classes).to(device)
+    net = getattr(torchvision.models, args.model)(num_classes=args.classes).to(device)
     model = DDP(net, device_ids=[0] if device == "cuda" else None,
                 gradient_as_bucket_view=view)
     state = None
