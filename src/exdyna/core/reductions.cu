@@ -227,17 +227,16 @@ void accumulate_async(Workspace& ws, float* d_residual, const float* d_grad, std
     const auto un = static_cast<std::uint64_t>(n);
     const unsigned blocks = grid_for(w, un / 4 + 1, kThreads, 8);
     if (aligned16(d_residual) && aligned16(d_grad))
-      EXDYNA_CUDA_LAUNCH("accumulate_async",
-                         accumulate_kernel<true, false><<<blocks, kThreads, 0, w.stream>>>(
-                             d_residual, d_grad, un, d_bad, nullptr));
+      EXDYNA_CUDA_LAUNCH(
+          "accumulate_async", accumulate_kernel<true, false>
+          <<<blocks, kThreads, 0, w.stream>>>(d_residual, d_grad, un, d_bad, nullptr));
     else
-      EXDYNA_CUDA_LAUNCH("accumulate_async",
-                         accumulate_kernel<false, false><<<blocks, kThreads, 0, w.stream>>>(
-                             d_residual, d_grad, un, d_bad, nullptr));
+      EXDYNA_CUDA_LAUNCH(
+          "accumulate_async", accumulate_kernel<false, false>
+          <<<blocks, kThreads, 0, w.stream>>>(d_residual, d_grad, un, d_bad, nullptr));
   }
   if (d_flag != nullptr)
-    EXDYNA_CUDA_LAUNCH("bad_flag_kernel",
-                       bad_flag_kernel<<<1, 1, 0, w.stream>>>(d_bad, d_flag));
+    EXDYNA_CUDA_LAUNCH("bad_flag_kernel", bad_flag_kernel<<<1, 1, 0, w.stream>>>(d_bad, d_flag));
   w.kernels_done();
 }
 

@@ -4,7 +4,6 @@
 // exact controllers, paper and exact balance, odd world sizes, a cold start and a worker cap.
 #include <gtest/gtest.h>
 
-
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/exdyna/exdyna.hpp"

@@ -6,7 +6,6 @@
 // save while a step is pending.
 #include <gtest/gtest.h>
 
-
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/exdyna/exdyna.hpp"
