@@ -94,7 +94,7 @@ def test_cuda_equals_cpu_on_four_gloo_ranks(tmp_path, mode):
 @needs_gpu
 def test_resident_equals_synchronous_on_four_gloo_ranks(tmp_path):
     # resident=True: the step without host round trips (the exact controller under its cap)
-    ranks.spawn(cuda_ranks.resident_vs_synchronous, 4, tmp_path, {}, 30, 1_500_007, DENSITY,
+    ranks.spawn(cuda_ranks.resident_vs_synchronous, 4, tmp_path, {}, 16, 600_011, DENSITY,
                 deadline_s=150)
 
 
