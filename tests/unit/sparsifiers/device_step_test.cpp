@@ -7,6 +7,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/sparsifiers/dense.hpp"
 #include "exdyna/sparsifiers/exdyna/exdyna.hpp"
+#include "unit/sparsifiers/device_path_checks.hpp"
 #include "unit/sparsifiers/host_device_step.hpp"
 #include "unit/sparsifiers/layered_gradient.hpp"
 
@@ -22,11 +23,7 @@ struct Mode {
 };
 
 SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, const Mode& m) {
-  SparsifierConfig c;
-  c.density = d;
-  c.n_g = n_g;
-  c.world_size = n;
-  c.rank = rank;
+  SparsifierConfig c = test::device_path_config(n_g, n, rank, d);
   c.exdyna.controller = m.controller;
   c.exdyna.balance = m.balance;
   c.exdyna.worker_cap = m.cap;
@@ -37,10 +34,7 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, const Mode&
 }
 
 void expect_same_stats(const StepStats& a, const StepStats& b) {
-  EXPECT_EQ(a.threshold, b.threshold);
-  EXPECT_EQ(a.k_per_worker, b.k_per_worker);
-  EXPECT_EQ(a.alloc_per_worker, b.alloc_per_worker);
-  EXPECT_EQ(a.blocks_per_partition, b.blocks_per_partition);
+  test::expect_same_decisions(a, b);
   EXPECT_EQ(a.bytes.total(), b.bytes.total());
 }
 

@@ -9,6 +9,7 @@
 #include "exdyna/comm/local_group.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/sparsifiers/exdyna/exdyna.hpp"
+#include "unit/sparsifiers/device_path_checks.hpp"
 #include "unit/sparsifiers/host_resident_step.hpp"
 #include "unit/sparsifiers/layered_gradient.hpp"
 
@@ -18,11 +19,7 @@ using namespace exdyna::sparsifiers;
 namespace {
 
 SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, Balance balance, Fuse fuse) {
-  SparsifierConfig c;
-  c.density = d;
-  c.n_g = n_g;
-  c.world_size = n;
-  c.rank = rank;
+  SparsifierConfig c = test::device_path_config(n_g, n, rank, d);
   c.exdyna.controller = Controller::kExact;
   c.exdyna.balance = balance;
   c.exdyna.worker_cap = ExDynaOptions::kAutoCap;
@@ -31,11 +28,8 @@ SparsifierConfig config(std::int64_t n_g, int n, int rank, double d, Balance bal
 }
 
 void expect_same_stats(const StepStats& a, const StepStats& b) {
-  EXPECT_EQ(a.threshold, b.threshold);
-  EXPECT_EQ(a.k_per_worker, b.k_per_worker);
+  test::expect_same_decisions(a, b);
   EXPECT_EQ(a.k_total, b.k_total);
-  EXPECT_EQ(a.alloc_per_worker, b.alloc_per_worker);
-  EXPECT_EQ(a.blocks_per_partition, b.blocks_per_partition);
   EXPECT_EQ(a.own_candidates, b.own_candidates);
   EXPECT_EQ(a.padded_elements, b.padded_elements);
   EXPECT_EQ(a.fused, b.fused);
