@@ -44,6 +44,7 @@ CudaErrorFeedback::CudaErrorFeedback(std::unique_ptr<Sparsifier> sparsifier, std
 
 CudaErrorFeedback::~CudaErrorFeedback() {
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  if (updated_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(updated_));
 }
 
 void CudaErrorFeedback::set_iteration(std::int64_t t) {
@@ -91,8 +92,17 @@ StepStats CudaErrorFeedback::step_resident(ExDyna& x, float* grad, comm::Communi
     resident_ = std::make_unique<CudaResidentStep>(ws_);
     bad_.resize(2);
     flag_.resize(2);
-    const auto e = cudaMallocHost(&pinned_, 4 * sizeof(unsigned long long));
+    auto e = cudaMallocHost(&pinned_, 4 * sizeof(unsigned long long));
     EXDYNA_CHECK(e == cudaSuccess, "cudaMallocHost (resident flags): ", cudaGetErrorString(e));
+    cudaEvent_t ev = nullptr;
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    EXDYNA_CHECK(e == cudaSuccess, "cudaEventCreate (resident update): ", cudaGetErrorString(e));
+    updated_ = ev;
+  } else if (ws_.stream() != last_stream_) {
+    const auto e = cudaStreamWaitEvent(static_cast<cudaStream_t>(ws_.stream()),
+                                       static_cast<cudaEvent_t>(updated_), 0);
+    EXDYNA_CHECK(e == cudaSuccess,
+                 "cudaStreamWaitEvent (resident update): ", cudaGetErrorString(e));
   }
   const std::size_t now = static_cast<std::size_t>(iteration_ & 1);
   const bool skip = opt_.convergence.non_finite == NonFinite::kSkip;
@@ -112,6 +122,7 @@ StepStats CudaErrorFeedback::step_resident(ExDyna& x, float* grad, comm::Communi
   EXDYNA_CHECK(ok == cudaSuccess, "cudaMemcpyAsync (resident flags): ", cudaGetErrorString(ok));
   stats.times.accumulate = sw.lap();
   const bool finishing = pending_ != nullptr;
+  pending_ = nullptr;  // finished by step_resident (or failed there: nothing left to finish)
   x.step_resident(residual_.data(), *resident_, comm, stats);  // the step before's statistics
   pending_ = &x;
   if (finishing) check_last_bad(stats, comm.rank());
@@ -124,6 +135,9 @@ StepStats CudaErrorFeedback::step_resident(ExDyna& x, float* grad, comm::Communi
   else
     dev::scatter_update(ws_, grad, residual_.data(), n_g_, resident_->list(), resident_->sums(),
                         x.k(), scale);
+  const auto e = cudaEventRecord(static_cast<cudaEvent_t>(updated_), s);
+  EXDYNA_CHECK(e == cudaSuccess, "cudaEventRecord (resident update): ", cudaGetErrorString(e));
+  last_stream_ = ws_.stream();
   stats.times.update = sw.lap();
   stats.iteration = iteration_ - 1;  // the statistics are the step before's
   stats.world_size = comm.size();

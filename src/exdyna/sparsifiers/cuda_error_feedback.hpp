@@ -54,6 +54,10 @@ class CudaErrorFeedback final : public DeviceErrorFeedback {
   core::device::Buffer<unsigned long long> bad_;
   core::device::Buffer<float> flag_;
   void* pinned_ = nullptr;
+  // The last resident step's stream and an event after its update: a next step on another
+  // stream waits for it (the residual and the list are still being read there).
+  void* last_stream_ = nullptr;
+  void* updated_ = nullptr;  // cudaEvent_t
 };
 
 }  // namespace exdyna::sparsifiers

@@ -157,7 +157,7 @@ void ProcessGroupCommunicator::do_allgatherv_device(const void* mine, std::size_
       c10d::BroadcastOptions o;
       o.rootRank = r;
       o.timeout = timeout();
-      run("allgather_list (exact, device)", [&] { return pg_->broadcast(t, o); });
+      run_on_stream("allgather_list (exact, device)", [&] { return pg_->broadcast(t, o); });
       at_byte += b;
     }
     return;
@@ -178,7 +178,7 @@ void ProcessGroupCommunicator::do_allgatherv_device(const void* mine, std::size_
   for (std::int64_t r = 0; r < n; ++r) outs[0].push_back(dev_recv_.narrow(0, r * block, block));
   c10d::AllgatherOptions o;
   o.timeout = timeout();
-  run("allgather_list (padded, device)", [&] { return pg_->allgather(outs, in, o); });
+  run_on_stream("allgather_list (padded, device)", [&] { return pg_->allgather(outs, in, o); });
   std::int64_t at_byte = 0;
   for (std::int64_t r = 0; r < n; ++r) {
     const std::int64_t b = counts[static_cast<std::size_t>(r)] * es;
@@ -196,7 +196,7 @@ void ProcessGroupCommunicator::do_allreduce_f32_device(float* data, std::size_t 
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
   o.timeout = timeout();
-  run("allreduce_sum (device)", [&] { return pg_->allreduce(t, o); });
+  run_on_stream("allreduce_sum (device)", [&] { return pg_->allreduce(t, o); });
 }
 
 void ProcessGroupCommunicator::do_broadcast(std::span<std::byte> data, int root) {

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exdyna/comm/communicator.hpp"
@@ -93,6 +94,21 @@ class ProcessGroupCommunicator : public Communicator {
     try {
       auto work = issue();
       work->wait(timeout());
+    } catch (const std::exception& e) {
+      fail(op, e.what());
+    }
+  }
+
+  // A collective on device buffers: over NCCL the caller's stream is ordered after it and the
+  // host goes on (NCCL's wait with a timeout would block the host until the GPU finished every
+  // kernel queued before it, which the resident step must not do); the group's own timeout
+  // (NCCL's watchdog) then stands for ours. Other backends wait as run() does.
+  template <typename Issue>
+  void run_on_stream(const char* op, Issue&& issue) {
+    if (!device_only_) return run(op, std::forward<Issue>(issue));
+    begin(op);
+    try {
+      issue()->wait();
     } catch (const std::exception& e) {
       fail(op, e.what());
     }

@@ -136,7 +136,8 @@ __global__ void order_keys_kernel(const float* acc, const std::uint32_t* idx,
   if (i == 0 && static_cast<std::int64_t>(*kept) != list)
     result[6] = rules::kFusedPlacesShort;  // the cut kept other than L
   if (i >= cap) return;
-  if (i >= list) {
+  // Past what the cut kept (it failed: the status above, read one step late) idx holds nothing.
+  if (i >= list || i >= static_cast<std::int64_t>(*kept)) {
     keys[i] = ~0ull;
     return;
   }
@@ -150,7 +151,7 @@ __global__ void place_kernel(const unsigned long long* sorted, const std::uint32
                              const std::int64_t* result, std::int64_t cap,
                              std::uint32_t* index_area, void* place_area, int place_bytes) {
   const std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p >= cap || p >= result[1]) return;
+  if (p >= cap || p >= result[1] || sorted[p] == ~0ull) return;  // ~0: an entry the cut lacked
   const auto i = static_cast<std::uint32_t>(sorted[p] & 0xffffffffu);
   index_area[i] = idx[i];
   if (place_bytes == 2)
