@@ -12,7 +12,7 @@ skipping, so a broken install cannot pass as "all skipped".
   group checkpoint (group_state_dict) over NCCL, resumed on CUDA;
 - resident=True (the step without host round trips) takes the synchronous step's updates on 4
   Gloo ranks and at world size 1 over NCCL, where from its second step it makes no synchronizing
-  call (torch.cuda.set_sync_debug_mode("error")), and in the DDP hook;
+  call (torch.cuda.set_sync_debug_mode("error")), on two streams in turn, and in the DDP hook;
 - the sparsifiers without a GPU path refuse a CUDA tensor with ValueError naming those with one;
 - a build without the GPU path refuses a CUDA tensor (runs only on such a build with a GPU).
 """
@@ -306,6 +306,27 @@ def test_resident_step_at_world_one_makes_no_synchronizing_call(nccl_one):
         finally:
             torch.cuda.set_sync_debug_mode(0)
         cuda_ranks.compare_updates(expected.cpu(), update, f"resident at world size 1, step {t}")
+
+
+@needs_gpu
+def test_resident_step_on_alternating_streams_equals_synchronous(nccl_one):
+    """resident=True stepped on two streams in turn (as a caller switching streams between steps):
+    each step orders itself after the last one's update, so the updates stay the synchronous
+    step's."""
+    n = 1_000_003
+    sync = exdyna.Sparsifier("exdyna", DENSITY, measure_global_error=False)
+    resident = exdyna.Sparsifier("exdyna", DENSITY, measure_global_error=False, resident=True)
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    for t in range(8):
+        grad = cuda_ranks.heavy_gradient(0, t, n).cuda()
+        expected = sync.step(grad.clone())
+        mine = grad.clone()
+        stream = side if t % 2 else main
+        stream.wait_stream(main)  # the gradient was made on main
+        with torch.cuda.stream(stream):
+            update = resident.step(mine, in_place=True)
+        main.wait_stream(stream)
+        cuda_ranks.compare_updates(expected.cpu(), update, f"resident on two streams, step {t}")
 
 
 @needs_gpu
