@@ -141,6 +141,11 @@ void write_logs(const std::string& out_dir, const RunLog& log) {
   atomic_write((fs::path(out_dir) / "eval.csv").string(), log.eval_csv());
 }
 
+std::string repeat_setting(const comm::Communicator::AlgorithmSwitch& s) {
+  return "EXDYNA_GLOO_LOG_BELOW=" + std::to_string(s.allreduce_below) + "," +
+         std::to_string(s.allgather_below);
+}
+
 void write_run_files(const TrainOptions& opts, int world, std::string_view engine,
                      std::int64_t steps_per_epoch, TrainResult& res) {
   write_logs(opts.out_dir, res.log);
@@ -166,6 +171,8 @@ void write_run_files(const TrainOptions& opts, int world, std::string_view engin
   j["mean_f_t"] = num(res.mean_f_t);
   j["elapsed_s"] = res.elapsed_s;
   j["params_fnv1a"] = params_fnv1a(res.params);
+  j["repeat_with"] = res.algorithm_switch ? nlohmann::json(repeat_setting(*res.algorithm_switch))
+                                          : nlohmann::json(nullptr);
   j["samples_per_s"] = res.samples_per_s;
   const nlohmann::json means = step_means_json(res.log);
   j["mean_bytes_per_iteration"] =
@@ -209,6 +216,7 @@ std::string summary_table(const TrainOptions& o, int world, const TrainResult& r
   row("mean f(t)", f(r.mean_f_t, 3));
   row("wall time", f(r.elapsed_s, 1) + " s");
   row("throughput", f(r.samples_per_s, 0) + (o.model == "lstm" ? " sequences/s" : " samples/s"));
+  if (r.algorithm_switch) row("repeat bit for bit with", repeat_setting(*r.algorithm_switch));
   if (!r.files.empty()) {
     os << "  files:\n";
     for (const auto& p : r.files) os << "    " << p << "\n";

@@ -228,6 +228,7 @@ TrainResult train_worker(const TrainOptions& opts, comm::Communicator& comm,
   }
   progress.finish();
   finish_result(res, w, last_eval, losses, step, at.step, at.elapsed_s, clock.elapsed());
+  res.algorithm_switch = comm.algorithm_switch();
   if (writer) write_run_files(opts, world, comm.engine(), w.spe, res);
   return res;
 }

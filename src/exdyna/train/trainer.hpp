@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -86,6 +87,11 @@ struct TrainResult {
   RunLog log;                      // filled on rank 0
   std::vector<std::string> files;  // written by rank 0
   std::string plot_note;           // why plots are missing, if they are
+  // The Gloo engine's log-round switch this run used (measured at the start unless
+  // EXDYNA_GLOO_LOG_BELOW set it): it picks the all-reduce's algorithm, and with it the order of
+  // the float additions, so setting it to this value repeats the run bit for bit. Empty on the
+  // engines without one.
+  std::optional<comm::Communicator::AlgorithmSwitch> algorithm_switch;
 };
 
 // Called after every step with this rank's parameters (tests check ranks agree).
