@@ -107,6 +107,10 @@ class Communicator {
   struct AlgorithmSwitch {
     std::int64_t allreduce_below = 0;  // bytes of the reduced vector; 0: always the ring
     std::int64_t allgather_below = 0;  // bytes of the gathered result (every rank's part)
+    // "A,G": EXDYNA_GLOO_LOG_BELOW's value that sets this switch (gloo_algorithm_switch.hpp).
+    std::string setting() const {
+      return std::to_string(allreduce_below) + "," + std::to_string(allgather_below);
+    }
   };
   virtual std::optional<AlgorithmSwitch> algorithm_switch() const { return std::nullopt; }
   virtual void set_algorithm_switch(const AlgorithmSwitch& s);

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "exdyna/comm/communicator.hpp"
 #include "exdyna/comm/job_token.hpp"
 #include "exdyna/core/error.hpp"
 #include "exdyna/eval/cell_cpu.hpp"
@@ -199,7 +200,7 @@ std::string measured_switch(const fs::path& out) {
     long long a = -1, g = -1;
     if (std::sscanf(line.c_str() + head.size(), "%lld B (all-reduce), %lld B", &a, &g) == 2 &&
         a >= 0 && g >= 0)
-      return std::to_string(a) + "," + std::to_string(g);
+      return comm::Communicator::AlgorithmSwitch{a, g}.setting();
   }
   return "";
 }

@@ -61,6 +61,11 @@ nlohmann::json num(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
+// The environment setting that repeats a run with this switch bit for bit.
+std::string repeat_setting(const comm::Communicator::AlgorithmSwitch& s) {
+  return "EXDYNA_GLOO_LOG_BELOW=" + s.setting();
+}
+
 // FNV-1a of rank 0's final parameter bytes: lets scripts check bit-identical runs.
 std::string params_fnv1a(const std::vector<float>& params) {
   const std::uint64_t h = core::fnv1a(std::as_bytes(std::span(params)));
@@ -139,11 +144,6 @@ std::string eval_line(const EvalRecord& e, bool lm, double mean_density, double 
 void write_logs(const std::string& out_dir, const RunLog& log) {
   atomic_write((fs::path(out_dir) / "iterations.csv").string(), log.iteration_csv());
   atomic_write((fs::path(out_dir) / "eval.csv").string(), log.eval_csv());
-}
-
-std::string repeat_setting(const comm::Communicator::AlgorithmSwitch& s) {
-  return "EXDYNA_GLOO_LOG_BELOW=" + std::to_string(s.allreduce_below) + "," +
-         std::to_string(s.allgather_below);
 }
 
 void write_run_files(const TrainOptions& opts, int world, std::string_view engine,

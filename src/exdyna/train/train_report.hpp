@@ -24,9 +24,6 @@ std::string dgc_warmup_text(const TrainOptions& opts);
 // The line after an evaluation (wall_s: training time so far, resumed time included).
 std::string eval_line(const EvalRecord& e, bool lm, double mean_density, double wall_s);
 
-// "EXDYNA_GLOO_LOG_BELOW=A,G": the setting that repeats a run with this switch bit for bit.
-std::string repeat_setting(const comm::Communicator::AlgorithmSwitch& s);
-
 // Writes iterations.csv and eval.csv into out_dir (atomically).
 void write_logs(const std::string& out_dir, const RunLog& log);
 
